@@ -1,0 +1,1 @@
+"""Importers for environments from other sources; each registers its name namespace on import."""

@@ -1,0 +1,62 @@
+"""Running one tool call against one episode state, as one transaction."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from environments.sdk.environment import Environment
+from environments.sdk.errors import ErrorCode, ToolError
+from environments.sdk.state import EpisodeState
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """The result of a tool call: a JSON result, or an error payload ``{code, message, details?}``."""
+
+    ok: bool
+    value: Any
+
+    @property
+    def error_code(self) -> str | None:
+        return None if self.ok else self.value["code"]
+
+
+class _ReadOnlyViolation(Exception):
+    pass
+
+
+def execute_tool(env: Environment, state: EpisodeState, name: str, arguments: Mapping[str, Any] | None) -> ToolOutcome:
+    """Validate and run ``name`` on ``state``.
+
+    Writes commit only if the tool returns normally; a raised error (typed or not) rolls the whole
+    call back. A tool declared read-only never commits, and writing from one is reported as INTERNAL.
+    """
+    spec = env.tools.get(name)
+    if spec is None:
+        known = ", ".join(sorted(env.tools))
+        return ToolOutcome(False, {"code": str(ErrorCode.UNKNOWN_TOOL), "message": f"unknown tool {name!r}; tools: {known}"})
+    state.calls += 1
+    conn = state.conn
+    try:
+        with state.transaction() as db:
+            changes_before = conn.total_changes
+            result = spec.call(db, arguments)
+            if not spec.mutates:
+                db.flush()
+                if conn.total_changes != changes_before:
+                    raise _ReadOnlyViolation
+        return ToolOutcome(True, result)
+    except ToolError as exc:
+        return ToolOutcome(False, exc.to_payload())
+    except _ReadOnlyViolation:
+        message = f"tool {name!r} is declared read-only but tried to write; its writes were rolled back"
+        return ToolOutcome(False, {"code": str(ErrorCode.INTERNAL), "message": message})
+    except Exception as exc:
+        logger.exception("tool %s of %s raised", name, env.name)
+        message = f"tool {name!r} failed internally ({type(exc).__name__}: {exc}); no changes were applied"
+        return ToolOutcome(False, {"code": str(ErrorCode.INTERNAL), "message": message})

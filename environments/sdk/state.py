@@ -1,0 +1,236 @@
+"""Per-episode database state: seed build and cache, isolated copies, reset, snapshots, hash and diff.
+
+The seed database of an environment version is built once and cached on disk. A server
+process loads it once into a read-only master connection; each session then gets its own
+copy through SQLite's online backup API (in memory, or a file copy for large databases),
+so ``reset()`` is a page copy rather than a rebuild.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session
+from sqlalchemy.pool import StaticPool
+
+from environments.sdk import digest
+from environments.sdk.environment import Environment
+
+DEFAULT_FILE_COPY_THRESHOLD = 64 * 1024 * 1024
+SEED_REF = "seed"
+CURRENT_REF = "current"
+
+
+class StateError(LookupError):
+    """An unknown snapshot or closed state was referenced."""
+
+
+def cache_dir() -> Path:
+    """Where seed databases are cached (``$ARENA_CACHE_DIR`` or ``~/.cache/agent-arena``)."""
+    root = os.environ.get("ARENA_CACHE_DIR") or Path.home() / ".cache" / "agent-arena"
+    return Path(root) / "seeds"
+
+
+def _enable_foreign_keys(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA foreign_keys = ON")
+
+
+def _sqlite_engine(conn: sqlite3.Connection) -> Engine:
+    engine = create_engine("sqlite://", creator=lambda: conn, poolclass=StaticPool)
+    event.listen(engine, "connect", lambda dbapi_conn, _rec: _enable_foreign_keys(dbapi_conn))
+    return engine
+
+
+def build_seed(env: Environment, path: Path) -> None:
+    """Create ``path`` and fill it with the environment's schema and seed data."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, check_same_thread=False)
+    try:
+        engine = _sqlite_engine(conn)
+        env.metadata.create_all(engine)
+        with Session(engine) as db:
+            env.seed_database(db)
+            db.commit()
+        conn.execute("VACUUM")
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def seed_path(env: Environment, root: Path | None = None) -> Path:
+    """The cached seed database of ``env``, built on first use (atomically, safe across processes)."""
+    root = root or cache_dir()
+    path = root / f"{env.name.replace('/', '__')}-{env.info.version}-{env.fingerprint()}.sqlite"
+    if path.exists():
+        return path
+    root.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=root, suffix=".building")
+    os.close(fd)
+    os.unlink(tmp)
+    try:
+        build_seed(env, Path(tmp))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def _copy_database(source: sqlite3.Connection, target: sqlite3.Connection) -> None:
+    if target.in_transaction:
+        target.rollback()
+    source.backup(target)
+
+
+class EpisodeState:
+    """One isolated database for one episode, with reset, snapshots, hash and diff."""
+
+    def __init__(self, store: StateStore, state_id: str) -> None:
+        self.store = store
+        self.state_id = state_id
+        self._path: Path | None = None
+        if store.file_backed:
+            self._path = store.scratch_dir / f"{state_id}.sqlite"
+            shutil.copyfile(store.seed_file, self._path)
+            self.conn = sqlite3.connect(self._path, check_same_thread=False)
+        else:
+            self.conn = sqlite3.connect(":memory:", check_same_thread=False)
+            _copy_database(store.master, self.conn)
+        _enable_foreign_keys(self.conn)
+        self._engine: Engine | None = None
+        self._snapshots: dict[str, sqlite3.Connection] = {}
+        self.calls = 0
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            self._engine = _sqlite_engine(self.conn)
+        return self._engine
+
+    @contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """A session whose writes commit together on success and roll back on any exception."""
+        with Session(self.engine, expire_on_commit=False) as db:
+            try:
+                yield db
+                db.commit()
+            except BaseException:
+                db.rollback()
+                raise
+
+    def reset(self) -> None:
+        """Restore the seed contents (snapshots are kept)."""
+        _copy_database(self.store.master, self.conn)
+        self.calls = 0
+
+    def snapshot(self) -> str:
+        """Copy the current contents aside; returns the snapshot id."""
+        snapshot_id = f"snap-{len(self._snapshots) + 1}-{secrets.token_hex(3)}"
+        copy = sqlite3.connect(":memory:", check_same_thread=False)
+        _copy_database(self.conn, copy)
+        self._snapshots[snapshot_id] = copy
+        return snapshot_id
+
+    def restore(self, snapshot_id: str) -> None:
+        """Make the contents equal to a snapshot taken earlier (or ``"seed"``)."""
+        _copy_database(self._resolve(snapshot_id), self.conn)
+
+    def _resolve(self, ref: str) -> sqlite3.Connection:
+        if ref == SEED_REF:
+            return self.store.master
+        if ref == CURRENT_REF:
+            return self.conn
+        try:
+            return self._snapshots[ref]
+        except KeyError:
+            raise StateError(f"unknown snapshot {ref!r} (known: seed, current, {', '.join(self._snapshots)})") from None
+
+    def state_hash(self, ref: str = CURRENT_REF) -> str:
+        """Canonical digest of all tables of the current state (or of a snapshot)."""
+        return digest.state_hash(self._resolve(ref))
+
+    def diff(self, before: str = SEED_REF, after: str = CURRENT_REF) -> dict[str, dict[str, Any]]:
+        """Rows inserted/deleted/changed from ``before`` to ``after``, by table and primary key."""
+        changes = digest.diff_states(self._resolve(before), self._resolve(after))
+        return {table: d.to_dict() for table, d in changes.items()}
+
+    def close(self) -> None:
+        """Release the connection, snapshots and any scratch file."""
+        if self._engine is not None:
+            self._engine.dispose()
+        for snap in self._snapshots.values():
+            snap.close()
+        self._snapshots.clear()
+        self.conn.close()
+        if self._path is not None:
+            self._path.unlink(missing_ok=True)
+
+
+class StateStore:
+    """The seed master of one environment and the episode states copied from it."""
+
+    def __init__(
+        self,
+        env: Environment,
+        *,
+        seed_file: Path | None = None,
+        file_copy_threshold: int = DEFAULT_FILE_COPY_THRESHOLD,
+    ) -> None:
+        self.env = env
+        self.seed_file = seed_file or seed_path(env)
+        self.file_backed = self.seed_file.stat().st_size > file_copy_threshold
+        if self.file_backed:
+            self.master = sqlite3.connect(f"file:{self.seed_file}?mode=ro", uri=True, check_same_thread=False)
+            self.scratch_dir = Path(tempfile.mkdtemp(prefix=f"arena-{env.name.replace('/', '_')}-"))
+        else:
+            source = sqlite3.connect(f"file:{self.seed_file}?mode=ro", uri=True)
+            self.master = sqlite3.connect(":memory:", check_same_thread=False)
+            source.backup(self.master)
+            source.close()
+        self.seed_hash = digest.state_hash(self.master)
+        self.states: dict[str, EpisodeState] = {}
+
+    def create(self, state_id: str | None = None) -> EpisodeState:
+        """A new isolated state holding a copy of the seed."""
+        state_id = state_id or secrets.token_urlsafe(16)
+        if state_id in self.states:
+            raise StateError(f"state {state_id!r} already exists")
+        state = EpisodeState(self, state_id)
+        self.states[state_id] = state
+        return state
+
+    def get(self, state_id: str) -> EpisodeState:
+        try:
+            return self.states[state_id]
+        except KeyError:
+            raise StateError(f"unknown session {state_id!r}") from None
+
+    def close(self, state_id: str) -> None:
+        state = self.states.pop(state_id, None)
+        if state is None:
+            raise StateError(f"unknown session {state_id!r}")
+        state.close()
+
+    def close_all(self) -> None:
+        for state_id in list(self.states):
+            self.close(state_id)
+        self.master.close()
+        if self.file_backed:
+            shutil.rmtree(self.scratch_dir, ignore_errors=True)
+
+    def table_counts(self) -> dict[str, int]:
+        """Row count of every table in the seed."""
+        return {t: self.master.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in digest.list_tables(self.master)}
+
+    def sample(self, rows: int = 5) -> dict[str, list[dict[str, Any]]]:
+        """The first ``rows`` rows of every seed table, for schema/data discovery."""
+        return {t: digest.table_rows(self.master, t, limit=rows) for t in digest.list_tables(self.master)}
