@@ -30,7 +30,9 @@ def register_namespace(prefix: str, loader: NamespaceLoader, lister: NamespaceLi
 
 def builtin_names() -> list[str]:
     """Names of the environments in ``environments/library``."""
-    return sorted(m.name for m in pkgutil.iter_modules([str(LIBRARY_DIR)]) if m.ispkg and not m.name.startswith("_"))
+    return sorted(
+        m.name for m in pkgutil.iter_modules([str(LIBRARY_DIR)]) if m.ispkg and not m.name.startswith("_")
+    )
 
 
 def _load_namespaces() -> None:
@@ -96,5 +98,7 @@ def load_environment(ref: str) -> Environment:
     except EnvironmentSpecError:
         raise
     except Exception as exc:
-        raise EnvironmentSpecError(f"environment {ref!r} failed to import: {type(exc).__name__}: {exc}") from exc
+        raise EnvironmentSpecError(
+            f"environment {ref!r} failed to import: {type(exc).__name__}: {exc}"
+        ) from exc
     return _environment_from_module(module, f"{LIBRARY_PACKAGE}.{ref}")

@@ -92,7 +92,12 @@ class Environment:
         return fn
 
     def tool(
-        self, fn: F | None = None, *, name: str | None = None, mutates: bool = False, tags: tuple[str, ...] = ()
+        self,
+        fn: F | None = None,
+        *,
+        name: str | None = None,
+        mutates: bool = False,
+        tags: tuple[str, ...] = (),
     ) -> Any:
         """Register a tool; usable as ``@env.tool`` or ``@env.tool(mutates=True)``."""
 
@@ -117,7 +122,9 @@ class Environment:
     def seed_database(self, db: Session) -> None:
         """Run the seeder with the environment's fixed random seed."""
         if self._seeder is None:
-            raise EnvironmentSpecError(f"environment {self.name!r} has no seeder (decorate one with @env.seeder)")
+            raise EnvironmentSpecError(
+                f"environment {self.name!r} has no seeder (decorate one with @env.seeder)"
+            )
         self._seeder(db, random.Random(self.seed_value))
 
     def ddl(self) -> str:
@@ -125,7 +132,9 @@ class Environment:
         from sqlalchemy.dialects import sqlite
 
         dialect = sqlite.dialect()
-        return ";\n".join(str(CreateTable(t).compile(dialect=dialect)).strip() for t in self.metadata.sorted_tables)
+        return ";\n".join(
+            str(CreateTable(t).compile(dialect=dialect)).strip() for t in self.metadata.sorted_tables
+        )
 
     def fingerprint(self) -> str:
         """Identifies one build of the seed database: version, schema, seed code and seed value."""

@@ -30,7 +30,9 @@ class _ReadOnlyViolation(Exception):
     pass
 
 
-def execute_tool(env: Environment, state: EpisodeState, name: str, arguments: Mapping[str, Any] | None) -> ToolOutcome:
+def execute_tool(
+    env: Environment, state: EpisodeState, name: str, arguments: Mapping[str, Any] | None
+) -> ToolOutcome:
     """Validate and run ``name`` on ``state``.
 
     Writes commit only if the tool returns normally; a raised error (typed or not) rolls the whole
@@ -39,7 +41,9 @@ def execute_tool(env: Environment, state: EpisodeState, name: str, arguments: Ma
     spec = env.tools.get(name)
     if spec is None:
         known = ", ".join(sorted(env.tools))
-        return ToolOutcome(False, {"code": str(ErrorCode.UNKNOWN_TOOL), "message": f"unknown tool {name!r}; tools: {known}"})
+        return ToolOutcome(
+            False, {"code": str(ErrorCode.UNKNOWN_TOOL), "message": f"unknown tool {name!r}; tools: {known}"}
+        )
     state.calls += 1
     conn = state.conn
     try:

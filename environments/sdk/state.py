@@ -72,7 +72,13 @@ def seed_path(env: Environment, root: Path | None = None) -> Path:
     path = root / f"{env.name.replace('/', '__')}-{env.info.version}-{env.fingerprint()}.sqlite"
     if path.exists():
         return path
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        if not os.access(root, os.W_OK):
+            raise PermissionError(root)
+    except OSError:
+        # A read-only cache (e.g. baked into a container image) that lacks this seed: build privately.
+        return seed_path(env, Path(tempfile.gettempdir()) / "agent-arena-seeds")
     fd, tmp = tempfile.mkstemp(dir=root, suffix=".building")
     os.close(fd)
     os.unlink(tmp)
@@ -152,7 +158,9 @@ class EpisodeState:
         try:
             return self._snapshots[ref]
         except KeyError:
-            raise StateError(f"unknown snapshot {ref!r} (known: seed, current, {', '.join(self._snapshots)})") from None
+            raise StateError(
+                f"unknown snapshot {ref!r} (known: seed, current, {', '.join(self._snapshots)})"
+            ) from None
 
     def state_hash(self, ref: str = CURRENT_REF) -> str:
         """Canonical digest of all tables of the current state (or of a snapshot)."""
@@ -229,7 +237,10 @@ class StateStore:
 
     def table_counts(self) -> dict[str, int]:
         """Row count of every table in the seed."""
-        return {t: self.master.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in digest.list_tables(self.master)}
+        return {
+            t: self.master.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0]
+            for t in digest.list_tables(self.master)
+        }
 
     def sample(self, rows: int = 5) -> dict[str, list[dict[str, Any]]]:
         """The first ``rows`` rows of every seed table, for schema/data discovery."""

@@ -44,18 +44,24 @@ def outcome_to_result(outcome: ToolOutcome) -> types.CallToolResult:
     if outcome.ok:
         structured = outcome.value if isinstance(outcome.value, dict) else {"result": outcome.value}
         text = json.dumps(outcome.value, separators=(",", ":"), default=str)
-        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], structured_content=structured)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)], structured_content=structured
+        )
     error = outcome.value
     text = f"{error['code']}: {error['message']}"
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)], structured_content={"error": error}, is_error=True
+        content=[types.TextContent(type="text", text=text)],
+        structured_content={"error": error},
+        is_error=True,
     )
 
 
 class EnvServer:
     """An environment's states plus its MCP server and control API."""
 
-    def __init__(self, env: Environment, *, store: StateStore | None = None, control_token: str | None = None) -> None:
+    def __init__(
+        self, env: Environment, *, store: StateStore | None = None, control_token: str | None = None
+    ) -> None:
         self.env = env
         self.store = store or StateStore(env)
         self.control_token = control_token or secrets.token_urlsafe(24)
@@ -64,7 +70,9 @@ class EnvServer:
                 name=spec.name,
                 description=spec.description,
                 input_schema=spec.input_schema,
-                annotations=types.ToolAnnotations(read_only_hint=not spec.mutates, destructive_hint=spec.mutates),
+                annotations=types.ToolAnnotations(
+                    read_only_hint=not spec.mutates, destructive_hint=spec.mutates
+                ),
             )
             for spec in env.tools.values()
         ]
@@ -78,7 +86,9 @@ class EnvServer:
         )
 
     # -- MCP handlers -------------------------------------------------------------------------
-    async def _list_tools(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    async def _list_tools(
+        self, ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=self.mcp_tools)
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -111,7 +121,11 @@ class EnvServer:
             # the unguessable session token in the URL is the access control there.
             security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
         self.mcp.streamable_http_app(
-            stateless_http=True, json_response=True, host=host, transport_security=security, session_idle_timeout=None
+            stateless_http=True,
+            json_response=True,
+            host=host,
+            transport_security=security,
+            session_idle_timeout=None,
         )
         manager = self.mcp.session_manager
         mcp_asgi = StreamableHTTPASGIApp(manager)
@@ -132,21 +146,13 @@ class EnvServer:
         ]
         return Starlette(routes=routes, lifespan=lambda app: manager.run())
 
-    def _session_gate(self, app: StreamableHTTPASGIApp) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
-        """Answer 404 for unknown or closed sessions before MCP parses anything."""
-
-        async def gate(scope: Scope, receive: Receive, send: Send) -> None:
-            sid = scope["path_params"]["sid"]
-            if sid not in self.store.states:
-                response = JSONResponse({"error": f"unknown or closed session {sid!r}"}, status_code=404)
-                await response(scope, receive, send)
-                return
-            await app(scope, receive, send)
-
-        return gate
+    def _session_gate(self, app: StreamableHTTPASGIApp) -> _SessionGate:
+        return _SessionGate(app, self.store)
 
     # -- control plane ----------------------------------------------------------------------------
-    def _guard(self, handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+    def _guard(
+        self, handler: Callable[[Request], Awaitable[Response]]
+    ) -> Callable[[Request], Awaitable[Response]]:
         expected = f"Bearer {self.control_token}"
 
         async def guarded(request: Request) -> Response:
@@ -214,6 +220,22 @@ class EnvServer:
         state = self.store.get(request.path_params["sid"])
         outcome = execute_tool(self.env, state, body["name"], body.get("arguments") or {})
         return JSONResponse(json.loads(json.dumps({"ok": outcome.ok, "value": outcome.value}, default=str)))
+
+
+class _SessionGate:
+    """ASGI wrapper answering 404 for unknown or closed sessions before MCP parses anything."""
+
+    def __init__(self, app: StreamableHTTPASGIApp, store: StateStore) -> None:
+        self.app = app
+        self.store = store
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        sid = scope["path_params"]["sid"]
+        if sid not in self.store.states:
+            response = JSONResponse({"error": f"unknown or closed session {sid!r}"}, status_code=404)
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 async def _json_body(request: Request) -> dict[str, Any]:

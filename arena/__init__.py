@@ -1,0 +1,1 @@
+"""Agent Arena: runtime, orchestration and the `arena` command line."""
