@@ -88,12 +88,14 @@ def _tests(env: Environment) -> str:
     if not tests:
         raise AssertionError(f"no tests (test_*.py) in {env.source_dir}")
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *map(str, tests)]
+    # Run from the project root: from the library directory, an environment named like a standard-library
+    # module (e.g. `calendar`) would shadow it.
     root = Path(__file__).resolve().parents[1]
     env_vars = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
     }
-    result = subprocess.run(cmd, capture_output=True, text=True, cwd=env.source_dir.parent, env=env_vars)
+    result = subprocess.run(cmd, capture_output=True, text=True, cwd=root, env=env_vars)
     summary = (result.stdout.strip().splitlines() or ["(no output)"])[-1]
     if result.returncode != 0:
         raise AssertionError(f"tests failed: {summary}\n{result.stdout[-2000:]}{result.stderr[-1000:]}")

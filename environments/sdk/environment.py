@@ -137,13 +137,23 @@ class Environment:
         )
 
     def fingerprint(self) -> str:
-        """Identifies one build of the seed database: version, schema, seed code and seed value."""
+        """Identifies one build of the seed database: version, schema, seed value, and the source of the
+        seeder's module and of the environment's package (helpers and data lists the seeder uses)."""
         digest = hashlib.sha256()
-        seeder_source = inspect.getsource(self._seeder) if self._seeder is not None else ""
-        for part in (self.name, self.info.version, str(self.seed_value), self.ddl(), seeder_source):
+        for part in (self.name, self.info.version, str(self.seed_value), self.ddl(), *self._seed_sources()):
             digest.update(part.encode())
             digest.update(b"\0")
         return digest.hexdigest()[:16]
+
+    def _seed_sources(self) -> list[str]:
+        files: set[Path] = set()
+        if self._seeder is not None:
+            module_file = inspect.getsourcefile(self._seeder)
+            if module_file:
+                files.add(Path(module_file).resolve())
+        if self.source_dir is not None:
+            files.update(p.resolve() for p in self.source_dir.rglob("*.py") if not p.name.startswith("test_"))
+        return [path.read_text(errors="replace") for path in sorted(files) if path.is_file()]
 
     def validate(self) -> None:
         """Raise ``EnvironmentSpecError`` naming the first structural problem found."""

@@ -32,7 +32,8 @@ class EnvHarness:
     def call(self, tool: str, **arguments: Any) -> Any:
         outcome = self.outcome(tool, **arguments)
         if not outcome.ok:
-            raise ToolCallFailed(outcome.value["message"], code=ErrorCode(outcome.value["code"]))
+            error = outcome.value
+            raise ToolCallFailed(error["message"], code=ErrorCode(error["code"]), **error.get("details", {}))
         return outcome.value
 
     def query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
