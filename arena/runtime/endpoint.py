@@ -1,0 +1,45 @@
+"""How the arena reaches one environment server: TCP URL or Unix socket, plus its control token."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from environments.serving.control import ControlClient
+
+UDS_BASE_URL = "http://localhost"
+PROTOCOL_VERSION = MODERN_PROTOCOL_VERSIONS[-1]
+"""Our servers speak the 2026-07-28 protocol, so clients pin it and skip the discovery probe."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Address of a running environment server (picklable: it crosses Ray actor boundaries)."""
+
+    env: str
+    worker_id: str
+    base_url: str
+    control_token: str
+    uds: str | None = None
+
+    def control(self, timeout: float = 30.0) -> ControlClient:
+        uds = Path(self.uds) if self.uds else None
+        return ControlClient(self.base_url, self.control_token, uds=uds, timeout=timeout)
+
+    def mcp_url(self, session_id: str) -> str:
+        return f"{self.base_url}/s/{session_id}/mcp"
+
+    def mcp_client(self, session_id: str) -> Client:
+        """An official MCP client bound to one session (over the Unix socket for containers)."""
+        url = self.mcp_url(session_id)
+        if self.uds is None:
+            return Client(url, mode=PROTOCOL_VERSION)
+        http = httpx2.AsyncClient(
+            transport=httpx2.AsyncHTTPTransport(uds=self.uds), timeout=httpx2.Timeout(30.0, read=300.0)
+        )
+        return Client(streamable_http_client(url, http_client=http), mode=PROTOCOL_VERSION)

@@ -1,0 +1,90 @@
+"""``EnvWorker``: a Ray actor that owns one environment server (process or container) and its health."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict, dataclass, field
+
+import httpx
+import ray
+
+from arena.runtime.backends import ContainerBackend, ProcessBackend, ProcessLimits, ServerBackend
+from arena.runtime.endpoint import Endpoint
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """Everything a worker needs to start its server; plain data so it can travel to the actor."""
+
+    env_ref: str
+    worker_id: str
+    backend: str = "process"
+    owner: str = ""
+    image: str = "localhost/agent-arena-env:latest"
+    process_limits: ProcessLimits = field(default_factory=ProcessLimits)
+    memory_mb: int = 512
+    cpus: float = 1.0
+    pids: int = 256
+    start_timeout_s: float = 60.0
+
+    def make_backend(self) -> ServerBackend:
+        if self.backend == "process":
+            return ProcessBackend(self.env_ref, self.worker_id, self.process_limits)
+        if self.backend == "container":
+            return ContainerBackend(
+                self.env_ref, self.worker_id, self.owner, self.image, self.memory_mb, self.cpus, self.pids
+            )
+        raise ValueError(f"unknown backend {self.backend!r}; use 'process' or 'container'")
+
+
+@ray.remote(num_cpus=0, max_restarts=0)
+class EnvWorker:
+    """Starts, watches, restarts and stops one environment server.
+
+    The arena's data plane does not pass through this actor: rollouts talk MCP straight to the
+    server at ``endpoint()``; the actor only handles lifecycle (the control plane).
+    """
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        self.spec = spec
+        self.backend: ServerBackend = spec.make_backend()
+        self._endpoint: Endpoint | None = None
+
+    async def start(self) -> Endpoint:
+        self._endpoint = await asyncio.to_thread(self.backend.start, self.spec.start_timeout_s)
+        return self._endpoint
+
+    async def endpoint(self) -> Endpoint | None:
+        return self._endpoint
+
+    async def healthy(self, timeout: float = 2.0) -> bool:
+        """The server process/container is running and answers ``/control/health``."""
+        if self._endpoint is None or not self.backend.alive():
+            return False
+        transport = httpx.AsyncHTTPTransport(uds=self._endpoint.uds) if self._endpoint.uds else None
+        try:
+            async with httpx.AsyncClient(transport=transport, timeout=timeout) as http:
+                return (await http.get(f"{self._endpoint.base_url}/control/health")).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    async def restart(self) -> Endpoint:
+        """Replace the server with a fresh one (all its sessions are lost)."""
+        await asyncio.to_thread(self.backend.stop)
+        self.backend = self.spec.make_backend()
+        return await self.start()
+
+    async def kill_server(self) -> None:
+        """Fault injection for tests: kill the server without telling anyone."""
+        await asyncio.to_thread(self.backend.kill)
+
+    async def describe(self) -> dict[str, object]:
+        info: dict[str, object] = {"spec": asdict(self.spec), "alive": self.backend.alive()}
+        pid = getattr(self.backend, "pid", None)
+        if pid is not None:
+            info["pid"] = pid
+        return info
+
+    async def stop(self) -> None:
+        await asyncio.to_thread(self.backend.stop)
+        self._endpoint = None
