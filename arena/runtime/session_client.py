@@ -48,7 +48,7 @@ class SessionClient:
                     if not pending.done():
                         pending.set_result(result)
                     pending = None
-        except BaseException as exc:  # noqa: BLE001 - every failure goes to the waiting caller
+        except BaseException as exc:  # every failure goes to the waiting caller
             self._fail_all(pending, exc if isinstance(exc, Exception) else ConnectionError(repr(exc)))
 
     def _fail_all(self, pending: asyncio.Future[Any] | None, exc: Exception) -> None:

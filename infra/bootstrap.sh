@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Create .venv and install Agent Arena with its dev tools (idempotent; fast when nothing changed).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON="${PYTHON:-python3}"
+if [[ ! -x .venv/bin/python ]]; then
+    "${PYTHON}" -m venv .venv
+fi
+stamp=.venv/.arena-installed
+if [[ ! -f "${stamp}" || pyproject.toml -nt "${stamp}" ]]; then
+    .venv/bin/python -m pip install --quiet --upgrade pip
+    .venv/bin/python -m pip install --quiet -e ".[dev]"
+    touch "${stamp}"
+fi
+echo "[bootstrap] .venv ready ($(.venv/bin/python --version))" >&2
