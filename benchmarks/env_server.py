@@ -219,8 +219,12 @@ async def bench_stdio_per_episode(episodes: int) -> list[float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--env", default=None, help="environment for the call benchmarks (default: first built-in)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--env", default=None, help="environment for the call benchmarks (default: first built-in)"
+    )
     parser.add_argument("--duration", type=float, default=4.0, help="seconds per throughput level")
     parser.add_argument("--quick", action="store_true", help="fewer repetitions (smoke run)")
     args = parser.parse_args()
@@ -250,31 +254,75 @@ def main() -> None:
     plain_sse_p50 = statistics.median(plain_sse["latency"])
     plain_json_p50 = statistics.median(plain_json["latency"])
     rows = [
-        Row(f"reset, in process ({name}, {r['db_kib']:.0f} KiB db)", r["reset_p50"], r["reset_p99"],
-            target="p50 <= 1 ms", baseline_name="db file copy per episode", baseline=r["file_copy_p50"])
+        Row(
+            f"reset, in process ({name}, {r['db_kib']:.0f} KiB db)",
+            r["reset_p50"],
+            r["reset_p99"],
+            target="p50 <= 1 ms",
+            baseline_name="db file copy per episode",
+            baseline=r["file_copy_p50"],
+        )
         for name, r in resets.items()
     ]
     rows += [
-        Row(f"session create, in process ({name})", r["create_p50"], r["create_p99"],
-            baseline_name="stdio server per episode", baseline=stdio_p50)
+        Row(
+            f"session create, in process ({name})",
+            r["create_p50"],
+            r["create_p99"],
+            baseline_name="stdio server per episode",
+            baseline=stdio_p50,
+        )
         for name, r in resets.items()
     ]
-    rows.append(Row.from_samples("session create+reset via control HTTP", server["control_create_reset"],
-                                 baseline_name="stdio server per episode", baseline=stdio_p50))
-    rows.append(Row.from_samples("read tool call over HTTP (MCP client)", server["read"], target="p50 <= 2 ms",
-                                 baseline_name="plain SDK, SSE (legacy client)", baseline=plain_sse_p50))
-    rows.append(Row.from_samples("write tool call over HTTP (MCP client)", server["write"],
-                                 baseline_name="plain SDK, JSON (legacy client)", baseline=plain_json_p50))
+    rows.append(
+        Row.from_samples(
+            "session create+reset via control HTTP",
+            server["control_create_reset"],
+            baseline_name="stdio server per episode",
+            baseline=stdio_p50,
+        )
+    )
+    rows.append(
+        Row.from_samples(
+            "read tool call over HTTP (MCP client)",
+            server["read"],
+            target="p50 <= 2 ms",
+            baseline_name="plain SDK, SSE (legacy client)",
+            baseline=plain_sse_p50,
+        )
+    )
+    rows.append(
+        Row.from_samples(
+            "write tool call over HTTP (MCP client)",
+            server["write"],
+            baseline_name="plain SDK, JSON (legacy client)",
+            baseline=plain_json_p50,
+        )
+    )
     for concurrency in (1, 16, 64):
         plain_rate = plain_sse["rates"].get(concurrency)
-        rows.append(Row(f"calls/s, {concurrency} concurrent sessions", server[f"rate_{concurrency}"], None,
-                        unit="calls/s", target=">= 1000 @64" if concurrency == 64 else "",
-                        baseline_name="plain SDK, SSE" if plain_rate else "", baseline=plain_rate,
-                        lower_is_better=False))
+        rows.append(
+            Row(
+                f"calls/s, {concurrency} concurrent sessions",
+                server[f"rate_{concurrency}"],
+                None,
+                unit="calls/s",
+                target=">= 1000 @64" if concurrency == 64 else "",
+                baseline_name="plain SDK, SSE" if plain_rate else "",
+                baseline=plain_rate,
+                lower_is_better=False,
+            )
+        )
         lat = server[f"lat_{concurrency}"]
-        rows.append(Row(f"  call latency at {concurrency} sessions", statistics.median(lat), percentile(lat, 99)))
-    rows.append(Row("memory per idle session", server["idle_session_kib"], None, unit="KiB", target="<= 1024 KiB"))
-    print_table(f"Environment server ({env_name}) — {os.cpu_count()} cores, client and server on one machine", rows)
+        rows.append(
+            Row(f"  call latency at {concurrency} sessions", statistics.median(lat), percentile(lat, 99))
+        )
+    rows.append(
+        Row("memory per idle session", server["idle_session_kib"], None, unit="KiB", target="<= 1024 KiB")
+    )
+    print_table(
+        f"Environment server ({env_name}) — {os.cpu_count()} cores, client and server on one machine", rows
+    )
 
     summary = {
         "env": Path(env_name).name,

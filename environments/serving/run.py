@@ -56,6 +56,8 @@ def bind(listener: Listener) -> socket.socket:
             if exc.errno == errno.EADDRINUSE:
                 raise ServeError(f"port {listener.port} on {listener.host} is already in use") from None
             raise ServeError(f"cannot listen on {listener.host}:{listener.port}: {exc.strerror}") from None
+    if listener.uds is None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.listen(2048)
     sock.setblocking(False)
     return sock
