@@ -176,7 +176,7 @@ async def bench_plain_http(duration: float, repeat: int, json_response: bool) ->
     """The plain SDK server with its default transport settings, driven by a handshake-era (legacy) client."""
     port = free_port()
     args = [sys.executable, str(PLAIN_SERVER), "http", str(port)] + (["json"] if json_response else [])
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # noqa: S603
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/mcp"
     call = ("get_item", {"item_id": 7})
     try:

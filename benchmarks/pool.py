@@ -1,4 +1,4 @@
-"""Pool benchmark: lease latency, calls through the pool per backend, concurrent episodes with model think time.
+"""Pool benchmark: lease latency, calls per backend, concurrent episodes with model think time.
 
 Usage: python benchmarks/pool.py [--duration S] [--quick] [--no-container]
 
