@@ -18,7 +18,7 @@ err_console = Console(stderr=True)
 
 
 def _fail(message: str, code: int = 2) -> int:
-    err_console.print(f"[red]error:[/red] {message}", highlight=False)
+    err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
     return code
 
 
@@ -55,7 +55,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             table.add_row(*(str(row[c]) for c in ("name", "category", "theme", "tools", "tables", "version")))
         console.print(table)
     for failure in failures:
-        err_console.print(f"[yellow]skipped[/yellow] {failure}", highlight=False)
+        err_console.print(f"[yellow]skipped[/yellow] {failure}", highlight=False, soft_wrap=True)
     return 0
 
 

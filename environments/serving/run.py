@@ -77,7 +77,8 @@ async def serve_http(server: EnvServer, listener: Listener) -> None:
     """Serve the data and control planes over HTTP until cancelled."""
     sock = bind(listener)
     config = uvicorn.Config(
-        server.http_app(host=listener.host),
+        # Over a Unix socket no browser can reach the server: the DNS-rebinding Host check is moot there.
+        server.http_app(host="unix-socket" if listener.uds is not None else listener.host),
         log_level="warning",
         access_log=False,
         lifespan="on",

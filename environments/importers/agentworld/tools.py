@@ -1,0 +1,244 @@
+"""Released tool implementations as SDK tools, run against a session's files.
+
+The implementation source is untrusted. Nothing here compiles or executes it until a tool is
+*called*, which only happens inside an environment server process (``python -m
+environments.serving``), never in the arena process that loads or describes an environment.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import contextlib
+import os
+import re
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import CodeType
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy.orm import Session
+
+from environments.sdk.errors import ErrorCode, ToolError, ValidationFailed
+from environments.sdk.tools import ToolSpec
+
+from .state import FileStateStore, changed_files
+
+DB_DIR_ENV = "MCP_DB_DIR"
+
+_WRITE_CALLS = frozenset(
+    {
+        "dump",
+        "write",
+        "writelines",
+        "write_text",
+        "write_bytes",
+        "writerow",
+        "writerows",
+        "to_csv",
+        "to_json",
+        "unlink",
+        "rmtree",
+        "mkdir",
+        "makedirs",
+        "rmdir",
+        "truncate",
+        "touch",
+        "copyfile",
+        "copy2",
+        "move",
+    }
+)
+_FS_MODULE_CALLS = frozenset({"remove", "rename", "replace", "copy", "copytree"})
+_FS_MODULES = frozenset({"os", "shutil", "pathlib"})
+
+# Their error codes -> ours, by keyword, first match wins (also applied to free-text error messages).
+_CODE_KEYWORDS: tuple[tuple[ErrorCode, tuple[str, ...]], ...] = (
+    (ErrorCode.NOT_FOUND, ("NOT_FOUND", "NOTFOUND", "NO_SUCH", "DOES_NOT_EXIST", "MISSING")),
+    (ErrorCode.CONFLICT, ("CONFLICT", "DUPLICATE", "ALREADY")),
+    (ErrorCode.FORBIDDEN, ("FORBIDDEN", "UNAUTHORI", "PERMISSION", "DENIED", "AUTH")),
+    (ErrorCode.LIMIT_EXCEEDED, ("RATE_LIMIT", "QUOTA", "LIMIT", "TOO_MANY")),
+    (ErrorCode.VALIDATION_ERROR, ("VALIDATION", "INVALID", "BAD_REQUEST", "MALFORMED", "REQUIRED", "MUST")),
+    (ErrorCode.PRECONDITION_FAILED, ("PRECONDITION", "STATE")),
+)
+
+_exec_lock = threading.Lock()
+
+
+def static_write_reason(tree: ast.AST) -> str | None:
+    """Why the source looks like it writes files (a conservative static scan), or ``None``."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = (
+            func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+        )
+        if name in _WRITE_CALLS:
+            return f"calls {name}()"
+        receiver = func.value if isinstance(func, ast.Attribute) else None
+        if name in _FS_MODULE_CALLS and isinstance(receiver, ast.Name) and receiver.id in _FS_MODULES:
+            return f"calls {receiver.id}.{name}()"
+        if name == "open" and _opens_for_writing(node):
+            return "opens a file for writing"
+    return None
+
+
+def _opens_for_writing(call: ast.Call) -> bool:
+    mode: ast.expr | None = call.args[1] if len(call.args) > 1 else None
+    mode = next((kw.value for kw in call.keywords if kw.arg == "mode"), mode)
+    if mode is None:
+        return False
+    if isinstance(mode, ast.Constant) and isinstance(mode.value, str):
+        return any(flag in mode.value for flag in "wax+")
+    return True  # a computed mode: assume it may write
+
+
+def map_error_code(raw: str) -> ErrorCode | None:
+    """Our code for one of theirs (or for an error message); ``None`` when nothing matches."""
+    normalised = re.sub(r"[^A-Z0-9]+", "_", raw.upper())
+    if normalised in ErrorCode.__members__:
+        return ErrorCode(normalised)
+    for code, keywords in _CODE_KEYWORDS:
+        if any(k in normalised for k in keywords):
+            return code
+    return None
+
+
+def released_error(result: Any) -> ToolError | None:
+    """The typed error for a returned ``{"error": {...}}`` / ``{"error": "text"}``, else ``None``."""
+    error = result.get("error") if isinstance(result, dict) else None
+    if isinstance(error, str) and error:
+        error = {"message": error}
+    if not isinstance(error, dict) or not error:
+        return None
+    source_code = error.get("code")
+    message = str(error.get("message") or source_code or "the tool reported an error")
+    extra = {k: v for k, v in error.items() if k not in ("code", "message", "source_code")}
+    code = map_error_code(str(source_code or message))
+    return ToolError(message, code=code or ErrorCode.PRECONDITION_FAILED, source_code=source_code, **extra)
+
+
+class ReleasedArguments(BaseModel):
+    """Placeholder arguments model: released tools are validated against their JSON Schema instead."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+@contextlib.contextmanager
+def _db_dir(directory: Path) -> Iterator[None]:
+    previous = os.environ.get(DB_DIR_ENV)
+    os.environ[DB_DIR_ENV] = str(directory)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(DB_DIR_ENV, None)
+        else:
+            os.environ[DB_DIR_ENV] = previous
+
+
+class ImplementationRunner:
+    """Calls one released implementation with a session's files in a scratch ``MCP_DB_DIR``.
+
+    Per call: the files are written out from the session's rows, the module source is executed in
+    a fresh namespace (so module-level ``_DB = os.environ[...]`` sees this call's directory), the
+    function runs, and the files it changed are stored back as rows in the same transaction.
+    The source is compiled on the first call only.
+    """
+
+    def __init__(self, env_name: str, tool_name: str, source: str, store: FileStateStore) -> None:
+        self.env_name = env_name
+        self.tool_name = tool_name
+        self.source = source
+        self.store = store
+        self._code: CodeType | None = None
+
+    def code(self) -> CodeType:
+        if self._code is None:
+            self._code = compile(self.source, f"<{self.env_name}:{self.tool_name}>", "exec")
+        return self._code
+
+    def __call__(self, db: Session, **arguments: Any) -> Any:
+        snapshot = self.store.read(db)
+        with tempfile.TemporaryDirectory(prefix="agentworld-") as tmp:
+            directory = Path(tmp)
+            written = self.store.materialise(snapshot, directory)
+            result = self._invoke(directory, arguments)
+            changed = changed_files(directory, written)
+        self.store.write_back(db, snapshot, changed)
+        error = released_error(result)
+        if error is not None:
+            raise error
+        return result
+
+    def _invoke(self, directory: Path, arguments: Mapping[str, Any]) -> Any:
+        namespace: dict[str, Any] = {
+            "__name__": f"agentworld_tool_{self.tool_name}",
+            "__builtins__": builtins,
+        }
+        # Environment variables are process-wide: one released call at a time; their prints go to stderr
+        # so they can never corrupt an MCP stdio stream.
+        with _exec_lock, _db_dir(directory), contextlib.redirect_stdout(sys.stderr):
+            exec(self.code(), namespace)
+            function = namespace.get(self.tool_name)
+            if not callable(function):
+                raise RuntimeError(
+                    f"the implementation of {self.tool_name!r} defines no function of that name"
+                )
+            try:
+                return function(**arguments)
+            except SystemExit as exc:  # must not stop the server hosting every session
+                raise RuntimeError(f"{self.tool_name!r} called exit({exc.code!r})") from None
+
+
+@dataclass(frozen=True)
+class ReleasedToolSpec(ToolSpec):
+    """A ``ToolSpec`` whose arguments are checked against the released JSON Schema."""
+
+    validator: Validator = field(default_factory=lambda: Draft202012Validator({"type": "object"}))
+
+    def validate_arguments(self, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Validate raw JSON arguments against the released schema; raise ``ValidationFailed``."""
+        args = dict(arguments or {})
+        errors = sorted(self.validator.iter_errors(args), key=lambda e: [str(p) for p in e.absolute_path])
+        if errors:
+            problems = [
+                {"field": ".".join(str(p) for p in e.absolute_path) or "(arguments)", "problem": e.message}
+                for e in errors
+            ]
+            summary = "; ".join(f"{p['field']}: {p['problem']}" for p in problems)
+            raise ValidationFailed(f"invalid arguments for {self.name}: {summary}", errors=problems)
+        return args
+
+
+def schema_validator(schema: Mapping[str, Any]) -> Validator:
+    """A validator for ``schema`` (raises ``jsonschema.SchemaError`` when it is not valid JSON Schema)."""
+    cls = validator_for(schema, default=Draft202012Validator)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def build_tool(
+    env_name: str, entry: Mapping[str, Any], source: str, store: FileStateStore, *, mutates: bool
+) -> ReleasedToolSpec:
+    """The SDK tool for one released tool (its source is kept as text, not compiled)."""
+    name = entry["name"]
+    return ReleasedToolSpec(
+        name=name,
+        description=entry["description"],
+        fn=ImplementationRunner(env_name, name, source, store),
+        mutates=mutates,
+        args_model=ReleasedArguments,
+        input_schema=dict(entry["parameters"]),
+        tags=("agentworld",),
+        validator=schema_validator(entry["parameters"]),
+    )
