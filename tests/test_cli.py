@@ -56,7 +56,9 @@ def test_check_reports_a_broken_spec(tmp_path: Path) -> None:
     assert arena("env", "new", "broken", "--dir", str(tmp_path)).returncode == 0
     init = tmp_path / "broken" / "__init__.py"
     source = init.read_text().replace("rng.choice(SUBJECTS)", "SUBJECTS[next(BUILDS) // 40 % 5]")
-    source = source.replace("import random\n", "import itertools\nimport random\n\nBUILDS = itertools.count()\n")
+    source = source.replace(
+        "import random\n", "import itertools\nimport random\n\nBUILDS = itertools.count()\n"
+    )
     init.write_text(source)  # the subjects now differ between two builds of the seed
     result = arena("env", "check", str(tmp_path / "broken"), "--no-tests")
     assert result.returncode == 1
@@ -80,7 +82,9 @@ def test_serve_on_a_port_in_use_fails_clearly() -> None:
     assert f"port {port} on 127.0.0.1 is already in use" in result.stderr
 
 
-@pytest.mark.parametrize("name", ["airline", "banking", "calendar", "ecommerce", "library", "project_tracker"])
+@pytest.mark.parametrize(
+    "name", ["airline", "banking", "calendar", "ecommerce", "library", "project_tracker"]
+)
 def test_every_builtin_passes_check_without_tests(name: str) -> None:
     result = arena("env", "check", name, "--no-tests")
     assert result.returncode == 0, result.stdout
