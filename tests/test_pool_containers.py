@@ -1,4 +1,4 @@
-"""EnvPool with the container backend on a real engine (Podman here): isolation, crashes, memory limit, reaping."""
+"""EnvPool with the container backend on a real engine (Podman here): isolation, crashes, OOM, reaping."""
 
 from __future__ import annotations
 
