@@ -67,6 +67,7 @@ class _Worker:
     leases: set[Lease] = field(default_factory=set)
     healthy: bool = True
     replacing: asyncio.Task[None] | None = None
+    refilling: bool = False
 
 
 class Lease:
@@ -301,19 +302,26 @@ class EnvPool:
             await worker.control.close_session(session_id)
 
     async def _refill(self, worker: _Worker) -> None:
+        """Top the worker's warm queue up (one refill at a time per worker, so bursts do not stampede)."""
+        if worker.refilling:
+            return
+        worker.refilling = True
         generation = worker.generation
-        while (
-            not self._closed
-            and worker.healthy
-            and generation == worker.generation
-            and len(worker.warm) < self.config.warm_sessions_per_worker
-        ):
-            try:
-                session_id = await worker.control.create_session()
-            except ControlError:
-                return
-            if generation == worker.generation:
-                worker.warm.append(session_id)
+        try:
+            while (
+                not self._closed
+                and worker.healthy
+                and generation == worker.generation
+                and len(worker.warm) < self.config.warm_sessions_per_worker
+            ):
+                try:
+                    session_id = await worker.control.create_session()
+                except ControlError:
+                    return
+                if generation == worker.generation:
+                    worker.warm.append(session_id)
+        finally:
+            worker.refilling = False
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
