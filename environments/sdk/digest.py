@@ -86,16 +86,18 @@ def diff_states(before: sqlite3.Connection, after: sqlite3.Connection) -> dict[s
     A changed row is reported as ``{"key": {...pk...}, "before": {...}, "after": {...}, "columns": [...]}``.
     """
     result: dict[str, TableDiff] = {}
-    for table in sorted(set(list_tables(before)) | set(list_tables(after))):
-        source = after if table in list_tables(after) else before
-        pk = primary_key(source, table)
+    before_tables, after_tables = set(list_tables(before)), set(list_tables(after))
+    for table in sorted(before_tables | after_tables):
+        pk = primary_key(after if table in after_tables else before, table)
 
-        def keyed(conn: sqlite3.Connection, table: str = table, pk: list[str] = pk) -> dict[str, dict]:
-            if table not in list_tables(conn):
+        def keyed(
+            conn: sqlite3.Connection, present: set[str], table: str = table, pk: list[str] = pk
+        ) -> dict:
+            if table not in present:
                 return {}
             return {_row_json({k: row[k] for k in pk}): row for row in table_rows(conn, table)}
 
-        old, new = keyed(before), keyed(after)
+        old, new = keyed(before, before_tables), keyed(after, after_tables)
         diff = TableDiff()
         for key in sorted(new.keys() - old.keys()):
             diff.inserted.append(new[key])

@@ -44,7 +44,6 @@ def execute_tool(
         return ToolOutcome(
             False, {"code": str(ErrorCode.UNKNOWN_TOOL), "message": f"unknown tool {name!r}; tools: {known}"}
         )
-    state.calls += 1
     conn = state.conn
     try:
         with state.transaction() as db:

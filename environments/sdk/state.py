@@ -114,7 +114,6 @@ class EpisodeState:
         _enable_foreign_keys(self.conn)
         self._engine: Engine | None = None
         self._snapshots: dict[str, sqlite3.Connection] = {}
-        self.calls = 0
 
     @property
     def engine(self) -> Engine:
@@ -136,7 +135,6 @@ class EpisodeState:
     def reset(self) -> None:
         """Restore the seed contents (snapshots are kept)."""
         _copy_database(self.store.master, self.conn)
-        self.calls = 0
 
     def snapshot(self) -> str:
         """Copy the current contents aside; returns the snapshot id."""

@@ -12,7 +12,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from environments.serving.control import ControlClient
 
@@ -134,8 +133,3 @@ class ServerProcess:
             self.proc.wait()
         except ProcessLookupError:
             pass
-
-
-def server_in_path() -> Path:
-    """The project root on ``sys.path`` of children (so a checkout works without installation)."""
-    return Path(__file__).resolve().parents[2]

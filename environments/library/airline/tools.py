@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import date, datetime, time, timedelta
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 from sqlalchemy import Select, func, select
@@ -14,11 +14,11 @@ from environments.sdk import (
     Conflict,
     Forbidden,
     LimitExceeded,
-    NotFound,
     PreconditionFailed,
     ValidationFailed,
     orm_to_dict,
 )
+from environments.sdk.helpers import check_range, get_or_raise
 
 from .core import (
     ACTIVE_STATUSES,
@@ -34,20 +34,11 @@ from .core import (
     fare_price,
     miles_for,
 )
-from .models import Aircraft, Airport, Base, Booking, Flight, LoyaltyAccount, Passenger
+from .models import Aircraft, Airport, Booking, Flight, LoyaltyAccount, Passenger
 
 BookingStatus = Literal["confirmed", "checked_in", "flown", "cancelled"]
 FlightStatus = Literal["scheduled", "delayed", "departed", "cancelled"]
 Limit = Annotated[int, Field(ge=1, le=100)]
-M = TypeVar("M", bound=Base)
-
-
-def _get(db: Session, model: type[M], key: Any) -> M:
-    """The row of ``model`` with primary key ``key``, or NOT_FOUND naming the entity."""
-    row = db.get(model, key)
-    if row is None:
-        raise NotFound(f"no {model.__tablename__.rstrip('s')} with id {key!r}")
-    return row
 
 
 def _seat_counts(db: Session, flight_ids: list[int]) -> Counter[tuple[int, str]]:
@@ -129,7 +120,7 @@ def _require_changeable(booking: Booking, flight: Flight) -> None:
 
 def _require_seat(db: Session, flight: Flight, cabin: str) -> None:
     """LIMIT_EXCEEDED when the cabin of the flight has no free seat left (no overbooking)."""
-    capacity = len(cabin_seats(_get(db, Aircraft, flight.aircraft_id), cabin))
+    capacity = len(cabin_seats(get_or_raise(db, Aircraft, flight.aircraft_id), cabin))
     if _seat_counts(db, [flight.id])[(flight.id, cabin)] >= capacity:
         raise LimitExceeded(f"the {cabin} cabin of flight {flight.id} ({flight.flight_number}) is full")
 
@@ -153,12 +144,11 @@ def _flights_query(
 ) -> Select[tuple[Flight, Aircraft]]:
     """Flights with their aircraft, filtered by airports (NOT_FOUND if unknown) and an inclusive date range
     (VALIDATION_ERROR if reversed), earliest departure first."""
-    if date_from and date_to and date_from > date_to:
-        raise ValidationFailed(f"date_from {date_from} is after date_to {date_to}")
+    check_range(date_from, date_to, "date_from", "date_to")
     query = select(Flight, Aircraft).join(Aircraft, Flight.aircraft_id == Aircraft.id)
     for column, code in ((Flight.origin, origin), (Flight.destination, destination)):
         if code is not None:
-            query = query.where(column == _get(db, Airport, code.upper()).code)
+            query = query.where(column == get_or_raise(db, Airport, code.upper()).code)
     if date_from:
         query = query.where(Flight.departs_at >= datetime.combine(date_from, time.min))
     if date_to:
@@ -173,8 +163,8 @@ def get_flight(db: Session, flight_id: int) -> dict:
     Args:
         flight_id: The flight's id.
     """
-    flight = _get(db, Flight, flight_id)
-    return _flight_view(flight, _get(db, Aircraft, flight.aircraft_id), _seat_counts(db, [flight_id]))
+    flight = get_or_raise(db, Flight, flight_id)
+    return _flight_view(flight, get_or_raise(db, Aircraft, flight.aircraft_id), _seat_counts(db, [flight_id]))
 
 
 @env.tool
@@ -227,7 +217,7 @@ def get_passenger(db: Session, passenger_id: int) -> dict:
     Args:
         passenger_id: The passenger's id.
     """
-    passenger = _get(db, Passenger, passenger_id)
+    passenger = get_or_raise(db, Passenger, passenger_id)
     account = db.scalar(select(LoyaltyAccount).where(LoyaltyAccount.passenger_id == passenger_id))
     bookings = _booking_views(
         db,
@@ -286,9 +276,11 @@ def get_booking(db: Session, booking_id: int) -> dict:
     Args:
         booking_id: The booking's id.
     """
-    booking = _get(db, Booking, booking_id)
+    booking = get_or_raise(db, Booking, booking_id)
     return _booking_view(
-        booking, _get(db, Flight, booking.flight_id), _get(db, Passenger, booking.passenger_id)
+        booking,
+        get_or_raise(db, Flight, booking.flight_id),
+        get_or_raise(db, Passenger, booking.passenger_id),
     )
 
 
@@ -312,9 +304,9 @@ def list_bookings(
     """
     query = select(Booking, Flight, Passenger)
     if passenger_id is not None:
-        query = query.where(Booking.passenger_id == _get(db, Passenger, passenger_id).id)
+        query = query.where(Booking.passenger_id == get_or_raise(db, Passenger, passenger_id).id)
     if flight_id is not None:
-        query = query.where(Booking.flight_id == _get(db, Flight, flight_id).id)
+        query = query.where(Booking.flight_id == get_or_raise(db, Flight, flight_id).id)
     if status:
         query = query.where(Booking.status == status)
     if cabin:
@@ -405,8 +397,8 @@ def book_flight(
         cabin: economy or business.
         fare_type: saver (refundable until 24h before departure) or flex (refundable until departure).
     """
-    passenger = _get(db, Passenger, passenger_id)
-    flight = _get(db, Flight, flight_id)
+    passenger = get_or_raise(db, Passenger, passenger_id)
+    flight = get_or_raise(db, Flight, flight_id)
     _require_open(flight)
     _require_no_other_booking(db, passenger_id, flight_id, None)
     _require_seat(db, flight, cabin)
@@ -439,11 +431,11 @@ def cancel_booking(db: Session, booking_id: int) -> dict:
     Args:
         booking_id: The booking's id.
     """
-    booking = _get(db, Booking, booking_id)
-    flight = _get(db, Flight, booking.flight_id)
+    booking = get_or_raise(db, Booking, booking_id)
+    flight = get_or_raise(db, Flight, booking.flight_id)
     _require_changeable(booking, flight)
     _cancel(db, booking)
-    return _booking_view(booking, flight, _get(db, Passenger, booking.passenger_id))
+    return _booking_view(booking, flight, get_or_raise(db, Passenger, booking.passenger_id))
 
 
 @env.tool(mutates=True)
@@ -459,9 +451,9 @@ def rebook_booking(db: Session, booking_id: int, new_flight_id: int, cabin: Cabi
         new_flight_id: The flight to move to; same origin and destination as the current one.
         cabin: The cabin on the new flight (default: the booking's current cabin).
     """
-    booking = _get(db, Booking, booking_id)
-    new_flight = _get(db, Flight, new_flight_id)
-    old_flight = _get(db, Flight, booking.flight_id)
+    booking = get_or_raise(db, Booking, booking_id)
+    new_flight = get_or_raise(db, Flight, new_flight_id)
+    old_flight = get_or_raise(db, Flight, booking.flight_id)
     cabin = cabin or booking.cabin
     if booking.status == "checked_in":
         raise PreconditionFailed(
@@ -484,7 +476,7 @@ def rebook_booking(db: Session, booking_id: int, new_flight_id: int, cabin: Cabi
     fare_difference = round(price - booking.price, 2)
     booking.flight_id, booking.cabin, booking.price = new_flight_id, cabin, price
     _adjust_miles(db, booking, miles_for(price, tier))
-    view = _booking_view(booking, new_flight, _get(db, Passenger, booking.passenger_id))
+    view = _booking_view(booking, new_flight, get_or_raise(db, Passenger, booking.passenger_id))
     return {**view, "fare_difference": fare_difference}
 
 
@@ -496,8 +488,8 @@ def check_in(db: Session, booking_id: int, seat: str | None = None) -> dict:
         booking_id: The booking's id.
         seat: A free seat of the booking's cabin, e.g. "12B" (default: the first free seat).
     """
-    booking = _get(db, Booking, booking_id)
-    flight = _get(db, Flight, booking.flight_id)
+    booking = get_or_raise(db, Booking, booking_id)
+    flight = get_or_raise(db, Flight, booking.flight_id)
     if booking.status != "confirmed":
         raise PreconditionFailed(
             f"booking {booking_id} is {booking.status}; only confirmed bookings can check in"
@@ -508,7 +500,7 @@ def check_in(db: Session, booking_id: int, seat: str | None = None) -> dict:
             f"check-in for flight {flight.id} opens 24 hours before its departure "
             f"({flight.departs_at:%Y-%m-%d %H:%M})"
         )
-    seats = cabin_seats(_get(db, Aircraft, flight.aircraft_id), booking.cabin)
+    seats = cabin_seats(get_or_raise(db, Aircraft, flight.aircraft_id), booking.cabin)
     taken = set(
         db.scalars(select(Booking.seat).where(Booking.flight_id == flight.id, Booking.seat.is_not(None)))
     )
@@ -520,7 +512,7 @@ def check_in(db: Session, booking_id: int, seat: str | None = None) -> dict:
     if seat in taken:
         raise Conflict(f"seat {seat} on flight {flight.id} is already taken")
     booking.status, booking.seat = "checked_in", seat
-    return _booking_view(booking, flight, _get(db, Passenger, booking.passenger_id))
+    return _booking_view(booking, flight, get_or_raise(db, Passenger, booking.passenger_id))
 
 
 @env.tool(mutates=True)
@@ -531,7 +523,7 @@ def delay_flight(db: Session, flight_id: int, minutes: Annotated[int, Field(ge=5
         flight_id: The flight's id.
         minutes: Additional delay in minutes (5 to 720).
     """
-    flight = _get(db, Flight, flight_id)
+    flight = get_or_raise(db, Flight, flight_id)
     _require_open(flight)
     shift = timedelta(minutes=minutes)
     flight.departs_at, flight.arrives_at = flight.departs_at + shift, flight.arrives_at + shift
@@ -547,7 +539,7 @@ def cancel_flight(db: Session, flight_id: int) -> dict:
     Args:
         flight_id: The flight's id.
     """
-    flight = _get(db, Flight, flight_id)
+    flight = get_or_raise(db, Flight, flight_id)
     _require_open(flight)
     flight.status = "cancelled"
     bookings = db.scalars(

@@ -24,6 +24,7 @@ from environments.sdk import (
     ValidationFailed,
     orm_to_dict,
 )
+from environments.sdk.helpers import check_range
 
 from .environment import (
     EUR_RATE_BP,
@@ -251,8 +252,7 @@ def search_transactions(
         limit: The maximum number of transactions returned (1-100).
     """
     _get(db, Account, account_id)
-    if date_from and date_to and date_from > date_to:
-        raise ValidationFailed(f"date_from {date_from} is after date_to {date_to}")
+    check_range(date_from, date_to, "date_from", "date_to")
     stmt = (
         select(Transaction)
         .where(Transaction.account_id == account_id)

@@ -13,22 +13,14 @@ from environments.sdk import (
     Conflict,
     Forbidden,
     LimitExceeded,
-    NotFound,
     PreconditionFailed,
     ValidationFailed,
 )
+from environments.sdk.helpers import get_or_raise
 
 from .models import NOW, SLOT_MINUTES, WORK_END, WORK_START, Base, Meeting, Office, Person, Room
 
 M = TypeVar("M", bound=Base)
-
-
-def get_or_raise(db: Session, model: type[M], key: int | str, label: str) -> M:
-    """Fetch a row by primary key or raise NOT_FOUND naming it."""
-    row = db.get(model, key)
-    if row is None:
-        raise NotFound(f"no {label} with id {key!r}")
-    return row
 
 
 def to_utc(value: datetime) -> datetime:

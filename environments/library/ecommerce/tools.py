@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from datetime import date, timedelta
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import func, select
-from sqlalchemy.orm import DeclarativeBase, Session
+from sqlalchemy.orm import Session
 
 from environments.library.ecommerce.app import env
 from environments.library.ecommerce.models import (
@@ -40,8 +40,8 @@ from environments.sdk import (
     ValidationFailed,
     orm_to_dict,
 )
+from environments.sdk.helpers import check_range, get_or_raise
 
-Row = TypeVar("Row", bound=DeclarativeBase)
 Limit = Annotated[int, Field(ge=1, le=100)]
 Amount = Annotated[float, Field(ge=0)]
 
@@ -54,22 +54,8 @@ class OrderLine(BaseModel):
     quantity: Annotated[int, Field(ge=1, le=20)]
 
 
-def _get(db: Session, model: type[Row], key: int | str) -> Row:
-    """The row of ``model`` with primary key ``key``, or NOT_FOUND naming it."""
-    row = db.get(model, key)
-    if row is None:
-        entity = model.__tablename__.removesuffix("s").replace("_", " ")
-        raise NotFound(f"{entity} {key!r} does not exist")
-    return row
-
-
 def _label(product: Product) -> str:
     return f"product {product.id} ({product.name})"
-
-
-def _check_range(low: Any, high: Any, what: str) -> None:
-    if low is not None and high is not None and low > high:
-        raise ValidationFailed(f"{what}: the lower bound {low} is greater than the upper bound {high}")
 
 
 def _returned_quantities(db: Session, order_id: int) -> dict[int, int]:
@@ -102,7 +88,7 @@ def _order_detail(db: Session, order: Order) -> dict[str, Any]:
     )
     return {
         **orm_to_dict(order),
-        "customer_name": _get(db, Customer, order.customer_id).name,
+        "customer_name": get_or_raise(db, Customer, order.customer_id).name,
         "items": [
             {
                 **orm_to_dict(item),
@@ -153,7 +139,7 @@ def get_customer(db: Session, customer_id: int) -> dict:
     Args:
         customer_id: The customer's id.
     """
-    customer = _get(db, Customer, customer_id)
+    customer = get_or_raise(db, Customer, customer_id)
     count, spent, last = db.execute(
         select(
             func.count(Order.id), func.coalesce(func.sum(Order.total), 0.0), func.max(Order.placed_on)
@@ -197,7 +183,7 @@ def search_products(
         sort_by: Order of the results: by name, by price up or down, or lowest stock first.
         limit: Maximum number of products returned.
     """
-    _check_range(min_price, max_price, "price range")
+    check_range(min_price, max_price, "min_price", "max_price")
     order = {
         "name": (Product.name,),
         "price_asc": (Product.price, Product.id),
@@ -227,7 +213,7 @@ def get_order(db: Session, order_id: int) -> dict:
     Args:
         order_id: The order's id.
     """
-    return _order_detail(db, _get(db, Order, order_id))
+    return _order_detail(db, get_or_raise(db, Order, order_id))
 
 
 @env.tool
@@ -250,14 +236,14 @@ def search_orders(
         product_id: Only orders containing this product.
         limit: Maximum number of orders returned.
     """
-    _check_range(placed_from, placed_to, "order date range")
+    check_range(placed_from, placed_to, "placed_from", "placed_to")
     units = select(func.sum(OrderItem.quantity)).where(OrderItem.order_id == Order.id).scalar_subquery()
     stmt = select(Order, units).order_by(Order.placed_on.desc(), Order.id.desc()).limit(limit)
     if customer_id is not None:
-        _get(db, Customer, customer_id)
+        get_or_raise(db, Customer, customer_id)
         stmt = stmt.where(Order.customer_id == customer_id)
     if product_id is not None:
-        _get(db, Product, product_id)
+        get_or_raise(db, Product, product_id)
         stmt = stmt.where(Order.id.in_(select(OrderItem.order_id).where(OrderItem.product_id == product_id)))
     if status is not None:
         stmt = stmt.where(Order.status == status)
@@ -284,7 +270,7 @@ def sales_report(
         group_by: Break gross sales down by product category, product, or month (YYYY-MM).
         limit: Maximum number of groups returned.
     """
-    _check_range(date_from, date_to, "report period")
+    check_range(date_from, date_to, "date_from", "date_to")
     in_period = [Order.status != "cancelled"]
     if date_from is not None:
         in_period.append(Order.placed_on >= date_from)
@@ -345,11 +331,11 @@ def place_order(
         coupon_code: An optional discount coupon code; it must be unexpired, not used up, and the
             order subtotal must reach its minimum.
     """
-    _get(db, Customer, customer_id)
+    get_or_raise(db, Customer, customer_id)
     product_ids = [line.product_id for line in items]
     if len(set(product_ids)) != len(product_ids):
         raise ValidationFailed("each product may appear on only one line of an order; merge the quantities")
-    products = [_get(db, Product, line.product_id) for line in items]
+    products = [get_or_raise(db, Product, line.product_id) for line in items]
     for line, product in zip(items, products, strict=True):
         if not product.active:
             raise PreconditionFailed(f"{_label(product)} is discontinued and cannot be ordered")
@@ -388,7 +374,7 @@ def place_order(
 
 
 def _usable_coupon(db: Session, code: str, subtotal: float) -> Coupon:
-    coupon = _get(db, Coupon, code.strip().upper())
+    coupon = get_or_raise(db, Coupon, code.strip().upper())
     if coupon.valid_until < TODAY:
         raise PreconditionFailed(f"coupon {coupon.code} expired on {coupon.valid_until.isoformat()}")
     if coupon.times_used >= coupon.max_uses:
@@ -409,7 +395,7 @@ def cancel_order(db: Session, order_id: int, reason: str | None = None) -> dict:
         order_id: The order's id.
         reason: Why the order is cancelled, kept on the order.
     """
-    order = _get(db, Order, order_id)
+    order = get_or_raise(db, Order, order_id)
     if order.status == "cancelled":
         raise Conflict(f"order {order_id} is already cancelled")
     if order.status != "placed":
@@ -417,9 +403,9 @@ def cancel_order(db: Session, order_id: int, reason: str | None = None) -> dict:
             f"order {order_id} is {order.status} and can no longer be cancelled; request a return"
         )
     for item in db.scalars(select(OrderItem).where(OrderItem.order_id == order_id)):
-        _get(db, Product, item.product_id).stock += item.quantity
+        get_or_raise(db, Product, item.product_id).stock += item.quantity
     if order.coupon_code:
-        _get(db, Coupon, order.coupon_code).times_used -= 1
+        get_or_raise(db, Coupon, order.coupon_code).times_used -= 1
     order.status, order.cancel_reason = "cancelled", reason
     db.flush()
     return _order_detail(db, order)
@@ -433,7 +419,7 @@ def ship_order(db: Session, order_id: int, carrier: Carrier) -> dict:
         order_id: The order's id.
         carrier: The shipping carrier.
     """
-    order = _get(db, Order, order_id)
+    order = get_or_raise(db, Order, order_id)
     if order.status == "cancelled":
         raise PreconditionFailed(f"order {order_id} is cancelled and cannot be shipped")
     if order.status != "placed":
@@ -458,7 +444,7 @@ def confirm_delivery(db: Session, order_id: int, delivered_on: date | None = Non
         order_id: The order's id.
         delivered_on: The delivery date (YYYY-MM-DD), between the ship date and today; default: today.
     """
-    order = _get(db, Order, order_id)
+    order = get_or_raise(db, Order, order_id)
     if order.status == "delivered":
         raise Conflict(f"order {order_id} has already been delivered")
     if order.status != "shipped":
@@ -488,7 +474,7 @@ def request_return(
         quantity: Units to return; at most the ordered quantity minus units already returned or pending.
         reason: Why the units are returned.
     """
-    order = _get(db, Order, order_id)
+    order = get_or_raise(db, Order, order_id)
     item = db.scalar(
         select(OrderItem).where(OrderItem.order_id == order_id, OrderItem.product_id == product_id)
     )
@@ -500,7 +486,7 @@ def request_return(
     deadline = delivered + timedelta(days=RETURN_WINDOW_DAYS)
     if deadline < TODAY:
         raise PreconditionFailed(f"the return window of order {order_id} closed on {deadline.isoformat()}")
-    product = _get(db, Product, product_id)
+    product = get_or_raise(db, Product, product_id)
     if product.category in FINAL_SALE_CATEGORIES:
         raise Forbidden(f"{_label(product)} is a final-sale {product.category} item and cannot be returned")
     returnable = item.quantity - _returned_quantities(db, order_id).get(item.id, 0)
@@ -526,19 +512,19 @@ def process_return(db: Session, return_id: int, decision: Literal["approve", "re
         return_id: The return's id.
         decision: Approve (refund) or reject the return.
     """
-    ret = _get(db, Return, return_id)
+    ret = get_or_raise(db, Return, return_id)
     if ret.status != "requested":
         raise Conflict(f"return {return_id} has already been {ret.status}")
-    item = _get(db, OrderItem, ret.order_item_id)
+    item = get_or_raise(db, OrderItem, ret.order_item_id)
     restocked = decision == "approve" and ret.reason != "damaged"
     if decision == "approve":
-        order = _get(db, Order, item.order_id)
+        order = get_or_raise(db, Order, item.order_id)
         ret.status = "refunded"
         ret.refund_amount = refund_for(item.unit_price, ret.quantity, order.subtotal, order.discount)
     else:
         ret.status = "rejected"
     if restocked:
-        _get(db, Product, item.product_id).stock += ret.quantity
+        get_or_raise(db, Product, item.product_id).stock += ret.quantity
     return {
         **orm_to_dict(ret),
         "order_id": item.order_id,
@@ -558,7 +544,7 @@ def adjust_stock(db: Session, product_id: int, change: int) -> dict:
     """
     if change == 0:
         raise ValidationFailed("change must not be zero")
-    product = _get(db, Product, product_id)
+    product = get_or_raise(db, Product, product_id)
     if change > 0 and not product.active:
         raise PreconditionFailed(f"{_label(product)} is discontinued and cannot be restocked")
     if product.stock + change < 0:

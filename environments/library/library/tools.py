@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 from sqlalchemy import Select, and_, case, func, select
@@ -13,11 +13,10 @@ from environments.sdk import (
     Conflict,
     Forbidden,
     LimitExceeded,
-    NotFound,
     PreconditionFailed,
-    ValidationFailed,
     orm_to_dict,
 )
+from environments.sdk.helpers import check_range, get_or_raise
 
 from .core import (
     ACTIVE_HOLD,
@@ -33,18 +32,10 @@ from .core import (
     env,
     overdue_fine,
 )
-from .models import Base, Book, Branch, Copy, Fine, Hold, Loan, Member
+from .models import Book, Branch, Copy, Fine, Hold, Loan, Member
 
 Id = Annotated[int, Field(ge=1)]
 Limit = Annotated[int, Field(ge=1, le=100)]
-ModelT = TypeVar("ModelT", bound=Base)
-
-
-def _get(db: Session, model: type[ModelT], key: int | str) -> ModelT:
-    row = db.get(model, key)
-    if row is None:
-        raise NotFound(f"no {model.__name__.lower()} with id {key}")
-    return row
 
 
 def _count(db: Session, query: Select[Any]) -> int:
@@ -151,11 +142,10 @@ def search_books(
         available_only: Only books with at least one copy on the shelf (at the branch, if given).
         limit: Maximum number of books returned.
     """
-    if year_from is not None and year_to is not None and year_from > year_to:
-        raise ValidationFailed(f"year_from {year_from} is after year_to {year_to}")
+    check_range(year_from, year_to, "year_from", "year_to")
     copy_join = Copy.book_id == Book.id
     if branch_id is not None:
-        _get(db, Branch, branch_id)
+        get_or_raise(db, Branch, branch_id)
         copy_join = and_(copy_join, Copy.branch_id == branch_id)
     available = func.coalesce(func.sum(case((Copy.status == "available", 1), else_=0)), 0)
     query = select(Book, func.count(Copy.id), available).outerjoin(Copy, copy_join).group_by(Book.id)
@@ -182,7 +172,7 @@ def get_book(db: Session, book_id: Id) -> dict:
     Args:
         book_id: The book's id.
     """
-    book = _get(db, Book, book_id)
+    book = get_or_raise(db, Book, book_id)
     rows = db.execute(
         select(Copy, Loan.due_on)
         .outerjoin(Loan, and_(Loan.copy_id == Copy.id, Loan.returned_on.is_(None)))
@@ -229,7 +219,7 @@ def get_member(db: Session, member_id: Id) -> dict:
     Args:
         member_id: The member's id.
     """
-    member = _get(db, Member, member_id)
+    member = get_or_raise(db, Member, member_id)
     unpaid = db.scalars(
         select(Fine)
         .where(Fine.member_id == member_id, Fine.paid_on.is_(None))
@@ -268,9 +258,9 @@ def list_loans(
     """
     query = select(Loan).join(Copy, Loan.copy_id == Copy.id)
     if member_id is not None:
-        query = query.where(Loan.member_id == _get(db, Member, member_id).id)
+        query = query.where(Loan.member_id == get_or_raise(db, Member, member_id).id)
     if branch_id is not None:
-        query = query.where(Copy.branch_id == _get(db, Branch, branch_id).id)
+        query = query.where(Copy.branch_id == get_or_raise(db, Branch, branch_id).id)
     if status in ("active", "overdue"):
         query = query.where(Loan.returned_on.is_(None)).order_by(Loan.due_on, Loan.id)
         if status == "overdue":
@@ -300,9 +290,9 @@ def list_holds(
     """
     query = select(Hold)
     if member_id is not None:
-        query = query.where(Hold.member_id == _get(db, Member, member_id).id)
+        query = query.where(Hold.member_id == get_or_raise(db, Member, member_id).id)
     if book_id is not None:
-        query = query.where(Hold.book_id == _get(db, Book, book_id).id)
+        query = query.where(Hold.book_id == get_or_raise(db, Book, book_id).id)
     if status == "active":
         query = query.where(Hold.status.in_(ACTIVE_HOLD))
     elif status != "all":
@@ -318,7 +308,7 @@ def branch_report(db: Session, branch_id: str | None = None) -> list[dict]:
         branch_id: Report on this branch only (e.g. "CEN"); all branches when omitted.
     """
     branches = (
-        [_get(db, Branch, branch_id)]
+        [get_or_raise(db, Branch, branch_id)]
         if branch_id is not None
         else list(db.scalars(select(Branch).order_by(Branch.id)))
     )
@@ -370,8 +360,8 @@ def checkout_copy(db: Session, member_id: Id, copy_id: Id) -> dict:
         member_id: The borrowing member's id.
         copy_id: The copy's id (its barcode).
     """
-    member = _get(db, Member, member_id)
-    copy = _get(db, Copy, copy_id)
+    member = get_or_raise(db, Member, member_id)
+    copy = get_or_raise(db, Copy, copy_id)
     _ensure_can_borrow(db, member)
     hold = db.scalar(_active_holds(member_id).where(Hold.book_id == copy.book_id))
     if copy.status == "on_loan":
@@ -407,7 +397,7 @@ def renew_loan(db: Session, loan_id: Id) -> dict:
     Args:
         loan_id: The loan's id.
     """
-    loan = _get(db, Loan, loan_id)
+    loan = get_or_raise(db, Loan, loan_id)
     if loan.returned_on is not None:
         raise PreconditionFailed(f"loan {loan_id} was already returned on {loan.returned_on}")
     if loan.due_on < TODAY:
@@ -442,7 +432,7 @@ def return_copy(db: Session, copy_id: Id, condition: Literal["good", "damaged"] 
         copy_id: The copy's id (its barcode).
         condition: The state the copy came back in.
     """
-    copy = _get(db, Copy, copy_id)
+    copy = get_or_raise(db, Copy, copy_id)
     loan = db.scalar(select(Loan).where(Loan.copy_id == copy_id, Loan.returned_on.is_(None)))
     if loan is None:
         raise PreconditionFailed(f"copy {copy_id} is not on loan (status {copy.status})")
@@ -480,9 +470,9 @@ def place_hold(db: Session, member_id: Id, book_id: Id, pickup_branch_id: str) -
         book_id: The book's id.
         pickup_branch_id: Where the member will collect the copy (e.g. "CEN").
     """
-    member = _get(db, Member, member_id)
-    book = _get(db, Book, book_id)
-    branch = _get(db, Branch, pickup_branch_id)
+    member = get_or_raise(db, Member, member_id)
+    book = get_or_raise(db, Book, book_id)
+    branch = get_or_raise(db, Branch, pickup_branch_id)
     _ensure_can_borrow(db, member)
     if db.scalar(_active_holds(member_id).where(Hold.book_id == book_id)) is not None:
         raise Conflict(f"member {member_id} already has an active hold on book {book_id} ({book.title})")
@@ -516,7 +506,7 @@ def cancel_hold(db: Session, hold_id: Id) -> dict:
     Args:
         hold_id: The hold's id.
     """
-    hold = _get(db, Hold, hold_id)
+    hold = get_or_raise(db, Hold, hold_id)
     if hold.status not in ACTIVE_HOLD:
         raise PreconditionFailed(f"hold {hold_id} is already {hold.status}")
     reserved = hold.copy
@@ -536,7 +526,7 @@ def pay_fine(db: Session, fine_id: Id) -> dict:
     Args:
         fine_id: The fine's id.
     """
-    fine = _get(db, Fine, fine_id)
+    fine = get_or_raise(db, Fine, fine_id)
     if fine.paid_on is not None:
         raise PreconditionFailed(f"fine {fine_id} was already paid on {fine.paid_on}")
     fine.paid_on = TODAY
