@@ -1,0 +1,157 @@
+"""``arena synth [overrides]``: synthesize verified tasks for environments and store them.
+
+Example: ``arena synth env=airline n=200 difficulty=[1,5]`` (keys in ``conf/synth.yaml``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from arena.cli.synth_config import ConfigError, SynthSettings, load_settings
+from arena.store import Database, ProfileStore, StoreError, TaskStore, write_jsonl
+from environments.registry import UnknownEnvironment, builtin_names, load_environment
+from environments.sdk.environment import EnvironmentSpecError
+
+if TYPE_CHECKING:
+    from task_synth.synthesizer import LLMConfig, SynthResult
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _fail(message: str, code: int = 2) -> int:
+    err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True, markup=True)
+    return code
+
+
+def resolve_envs(settings: SynthSettings) -> list[str]:
+    """``all`` -> every built-in environment; otherwise the given names, each checked to load."""
+    names = settings.env if isinstance(settings.env, list) else [settings.env]
+    if names == ["all"]:
+        return builtin_names()
+    for name in names:
+        load_environment(name)
+    return list(dict.fromkeys(names))
+
+
+def _llm_config(settings: SynthSettings) -> LLMConfig | None:
+    from task_synth.synthesizer import LLMConfig
+
+    fields = settings.llm_fields()
+    return None if fields is None else LLMConfig(*fields)
+
+
+async def _synthesize_all(
+    settings: SynthSettings, envs: list[str], tasks: TaskStore, profiles: ProfileStore
+) -> tuple[list[SynthResult], int]:
+    from task_synth.synthesizer import synthesize
+
+    from arena.runtime.pool import EnvPool, PoolConfig
+
+    llm = _llm_config(settings)
+    config = PoolConfig(
+        envs={name: settings.pool.workers_per_env for name in envs},
+        warm_sessions_per_worker=settings.pool.warm_sessions_per_worker,
+    )
+    results, added = [], 0
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    pool = EnvPool(config)
+    with console.status(f"starting {len(envs)} environment(s)…"):
+        await pool.start()
+    try:
+        with Progress(*columns, console=console) as progress:
+            for name in envs:
+                bar = progress.add_task(name, total=settings.n)
+                result = await synthesize(
+                    pool,
+                    name,
+                    n=settings.n,
+                    levels=settings.levels,
+                    seed=settings.seed,
+                    llm=llm,
+                    progress=lambda k, bar=bar: progress.advance(bar, k),
+                    profile_cache=profiles.load_profile,
+                    save_profile=profiles.save_profile,
+                )
+                added += tasks.add(result.tasks)
+                results.append(result)
+    finally:
+        await pool.shutdown()
+    return results, added
+
+
+def summary_table(results: list[SynthResult]) -> Table:
+    """Per environment and level: kept, mean chain length, mean distinct tools; drops per environment."""
+    table = Table(title="synthesized tasks")
+    for column in ("env", "level", "kept", "mean chain length", "mean distinct tools", "dropped"):
+        table.add_column(column, justify="left" if column in ("env", "dropped") else "right")
+    for result in results:
+        for level, stats in sorted(result.per_level().items()):
+            table.add_row(
+                result.env,
+                str(level),
+                f"{stats['kept']:.0f}",
+                f"{stats['mean_chain_length']:.1f}",
+                f"{stats['mean_distinct_tools']:.1f}",
+                "",
+            )
+        reasons = ", ".join(f"{reason} {count}" for reason, count in result.dropped.most_common())
+        dropped = sum(result.dropped.values())
+        table.add_row(
+            result.env,
+            "all",
+            str(len(result.tasks)),
+            "",
+            "",
+            f"{dropped} of {result.attempts} attempts" + (f" ({reasons})" if reasons else ""),
+            end_section=True,
+        )
+    return table
+
+
+def cmd_synth(args: argparse.Namespace) -> int:
+    from arena.runtime.errors import InfrastructureError
+
+    try:
+        settings = load_settings(args.overrides)
+        settings.llm_fields()
+        envs = resolve_envs(settings)
+        db = Database(settings.store.url)
+    except (ConfigError, UnknownEnvironment, EnvironmentSpecError, StoreError) as exc:
+        return _fail(str(exc))
+    tasks = TaskStore(db)
+    try:
+        results, added = asyncio.run(_synthesize_all(settings, envs, tasks, ProfileStore(db)))
+        total = sum(tasks.count_by().values())
+    except InfrastructureError as exc:
+        return _fail(f"environment runtime failed (tasks of finished environments are stored): {exc}", 1)
+    finally:
+        db.close()
+    console.print(summary_table(results))
+    kept = [task for result in results for task in result.tasks]
+    if settings.output.jsonl:
+        path = Path(settings.output.jsonl).expanduser()
+        console.print(f"wrote {write_jsonl(path, kept)} tasks to {path}", highlight=False)
+    console.print(
+        f"stored {len(kept)} tasks ({added} new) in {db.display_url}; it now holds {total} tasks",
+        highlight=False,
+    )
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``synth`` command."""
+    parser = subparsers.add_parser(
+        "synth",
+        help="synthesize verified tasks (Hydra overrides: env=airline n=200 difficulty=[1,5])",
+        description="Synthesize tasks into the store. Keys and defaults: conf/synth.yaml.",
+    )
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides, key=value")
+    parser.set_defaults(func=cmd_synth)
