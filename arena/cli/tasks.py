@@ -1,0 +1,166 @@
+"""``arena tasks ...``: list, show, verify, export and import the tasks in the store."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from arena.cli.tasks_view import task_view
+from arena.store import Database, StoreError, TaskNotFound, TaskStore
+from task_synth.model import Task, Verdict
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _fail(message: str, code: int = 2) -> int:
+    err_console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    return code
+
+
+def cmd_list(args: argparse.Namespace, store: TaskStore) -> int:
+    tasks = store.list(env=args.env, difficulty=args.difficulty, kind=args.kind, limit=args.limit)
+    if args.json:
+        print(json.dumps([task.model_dump(mode="json") for task in tasks]))
+        return 0
+    table = Table(title=f"{len(tasks)} tasks")
+    rows = [(t.id, t.env, str(t.difficulty), str(t.kind), " ".join(t.request.split())) for t in tasks]
+    columns = ("id", "env", "level", "kind")
+    widths = [max([len(column)] + [len(r[i]) for r in rows]) for i, column in enumerate(columns)]
+    for column, width in zip(columns, widths, strict=True):
+        table.add_column(column, no_wrap=True, min_width=width)
+    request_width = max(20, console.width - sum(widths) - 16)
+    table.add_column("request", no_wrap=True, overflow="ellipsis", max_width=request_width)
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace, store: TaskStore) -> int:
+    task = store.get(args.task_id)
+    if args.json:
+        print(task.model_dump_json(indent=2))
+    else:
+        console.print(task_view(task))
+    return 0
+
+
+async def verify(task: Task, submission: Any) -> Verdict:
+    """Verify a submission; tasks with a final-state check replay its calls in a fresh session of their
+    environment."""
+    from task_synth.verify import verify_submission
+
+    if task.verifier.state is None:
+        return await verify_submission(None, task, submission)
+    from arena.runtime.pool import EnvPool, PoolConfig
+
+    async with EnvPool(PoolConfig(envs={task.env: 1}, warm_sessions_per_worker=1)) as pool:
+        return await verify_submission(pool, task, submission)
+
+
+def cmd_verify(args: argparse.Namespace, store: TaskStore) -> int:
+    task = store.get(args.task_id)
+    try:
+        submission = json.loads(Path(args.answer).read_text(encoding="utf-8"))
+    except OSError as exc:
+        return _fail(f"cannot read {args.answer}: {exc.strerror}")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return _fail(f"{args.answer} is not valid JSON: {exc}")
+    from task_synth.verify import parse_submission
+
+    try:
+        parse_submission(task, submission)
+    except ValueError as exc:
+        return _fail(f"{args.answer}: {exc}")
+    verdict = asyncio.run(verify(task, submission))
+    if verdict.passed:
+        console.print(f"[bold green]PASS[/bold green] {task.id}")
+        return 0
+    console.print(f"[bold red]FAIL[/bold red] {task.id}")
+    for reason in verdict.reasons:
+        console.print(f"  - {reason}", highlight=False, markup=False)
+    return 1
+
+
+def cmd_export(args: argparse.Namespace, store: TaskStore) -> int:
+    path = Path(args.file)
+    count = store.export_jsonl(path, env=args.env, difficulty=args.difficulty)
+    console.print(f"exported {count} tasks to {path}", highlight=False)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace, store: TaskStore) -> int:
+    path = Path(args.file)
+    if not path.is_file():
+        return _fail(f"no such file: {path}")
+    skipped: list[int] = []
+
+    def report(line: int, reason: str) -> None:
+        skipped.append(line)
+        err_console.print(f"[yellow]skipped[/yellow] {path}:{line}: {reason}", highlight=False)
+
+    added = store.import_jsonl(path, on_error=report)
+    console.print(f"imported {added} new tasks from {path}; {len(skipped)} line(s) skipped", highlight=False)
+    return 1 if skipped else 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        db = Database(args.store)
+    except StoreError as exc:
+        return _fail(str(exc))
+    try:
+        return args.handler(args, TaskStore(db))
+    except TaskNotFound as exc:
+        return _fail(str(exc))
+    finally:
+        db.close()
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``tasks`` command group."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--store", metavar="URL", help="SQLAlchemy URL (default sqlite:///$ARENA_HOME/arena.db)"
+    )
+    filters = argparse.ArgumentParser(add_help=False)
+    filters.add_argument("--env", help="only this environment")
+    filters.add_argument("--difficulty", type=int, choices=range(1, 6), metavar="N", help="only level N")
+
+    parser = subparsers.add_parser("tasks", help="list, show, verify, export and import synthesized tasks")
+    commands = parser.add_subparsers(dest="tasks_command", required=True, metavar="COMMAND")
+
+    list_ = commands.add_parser("list", parents=[common, filters], help="list tasks")
+    list_.add_argument("--kind", choices=["graph", "state", "program", "imported"])
+    list_.add_argument("--limit", type=int)
+    list_.add_argument("--json", action="store_true", help="print the tasks as a JSON array")
+    list_.set_defaults(handler=cmd_list)
+
+    show = commands.add_parser("show", parents=[common], help="show one task")
+    show.add_argument("task_id", metavar="ID")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(handler=cmd_show)
+
+    check = commands.add_parser(
+        "verify", parents=[common], help="verify a submission (exit 0 pass, 1 fail, 2 bad input)"
+    )
+    check.add_argument("task_id", metavar="ID")
+    check.add_argument("--answer", metavar="FILE", required=True, help="the submission, a JSON file")
+    check.set_defaults(handler=cmd_verify)
+
+    export = commands.add_parser("export", parents=[common, filters], help="write tasks to a JSONL file")
+    export.add_argument("file", metavar="FILE")
+    export.set_defaults(handler=cmd_export)
+
+    load = commands.add_parser("import", parents=[common], help="add the tasks of a JSONL file")
+    load.add_argument("file", metavar="FILE")
+    load.set_defaults(handler=cmd_import)
+
+    parser.set_defaults(func=_run)
