@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import pytest
 
 from arena.cli.main import main
+from arena.runtime.pool import EnvPool, PoolConfig
 from arena.store import Database, TaskStore
+from task_synth.model import CallStep, Solution, StateCheck, Task, TaskKind, Verifier
+from task_synth.program import execute
+from task_synth.runner import LeaseRunner
+from task_synth.verify import normalize_diff
 from tests.task_samples import every_kind, graph_task, state_task
 
 
@@ -112,3 +118,80 @@ def test_synth_rejects_bad_config_in_one_line(
     assert main(["synth", *overrides]) == 2
     err = capsys.readouterr().err
     assert message in err and err.strip().count("\n") == 0, err
+
+
+@pytest.fixture
+def ray_local(monkeypatch: pytest.MonkeyPatch):
+    import ray
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+async def _reference_calls(task: Task) -> list[dict[str, object]]:
+    """The concrete tool calls of a task's reference solution, run in a fresh session."""
+    async with (
+        EnvPool(PoolConfig(envs={task.env: 1}, warm_sessions_per_worker=1)) as pool,
+        pool.session(task.env) as lease,
+    ):
+        assert task.solution is not None
+        run = await execute(task.solution, LeaseRunner(lease))
+    return [{"tool": tool, "arguments": arguments} for tool, arguments in run.calls]
+
+
+async def _hold_task() -> Task:
+    """A library state task built by hand: place one hold; the expected rows come from a real session."""
+    calls = [{"tool": "place_hold", "arguments": {"member_id": 10, "book_id": 22, "pickup_branch_id": "OAK"}}]
+    async with (
+        EnvPool(PoolConfig(envs={"library": 1}, warm_sessions_per_worker=1)) as pool,
+        pool.session("library") as lease,
+    ):
+        for call in calls:
+            assert (await lease.call_as_arena(call["tool"], call["arguments"]))["ok"]
+        expected = normalize_diff(await lease.diff(), [])
+    return Task(
+        env="library",
+        env_version="test",
+        kind=TaskKind.STATE,
+        request="Put member 10 on the hold queue of book 22, to be picked up at the OAK branch.",
+        difficulty=1,
+        solution=Solution(steps=[CallStep(**call) for call in calls]),
+        verifier=Verifier(state=StateCheck(expected=expected)),
+    ).with_id()
+
+
+@pytest.mark.slow
+def test_synth_end_to_end_then_show_and_verify(
+    home: Path, ray_local: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = home / "run.jsonl"
+    assert main(["synth", "env=library", "n=5", "difficulty=[1,2]", f"output.jsonl={out}"]) == 0
+    printed = capsys.readouterr().out
+    assert "synthesized tasks" in printed and f"{home / 'arena.db'}" in printed and "holds 5 tasks" in printed
+    tasks = TaskStore(Database()).list(env="library")
+    assert len(tasks) == 5 and {t.difficulty for t in tasks} <= {1, 2}
+    assert len(out.read_text().splitlines()) == 5
+
+    answer_only = next(t for t in tasks if t.verifier.state is None)
+    assert main(["tasks", "show", answer_only.id]) == 0
+    shown = capsys.readouterr().out
+    assert answer_only.id in shown and "reference solution" in shown and "answer rubric" in shown
+    good, bad = home / "good.json", home / "bad.json"
+    good.write_text(json.dumps(answer_only.reference_answer))
+    bad.write_text(json.dumps({key: "not-the-answer" for key in answer_only.reference_answer or {}}))
+    assert main(["tasks", "verify", answer_only.id, "--answer", str(good)]) == 0
+    assert main(["tasks", "verify", answer_only.id, "--answer", str(bad)]) == 1
+    assert "FAIL" in capsys.readouterr().out
+
+    hold = asyncio.run(_hold_task())
+    TaskStore(Database()).add([hold])
+    for state in [hold, *(t for t in tasks if t.verifier.state is not None)]:
+        calls = asyncio.run(_reference_calls(state))
+        good.write_text(json.dumps({"calls": calls, "answer": state.reference_answer}))
+        bad.write_text(json.dumps({"calls": [], "answer": state.reference_answer}))
+        assert main(["tasks", "verify", state.id, "--answer", str(good)]) == 0
+        assert "PASS" in capsys.readouterr().out
+        assert main(["tasks", "verify", state.id, "--answer", str(bad)]) == 1
+        assert "missing or different" in capsys.readouterr().out
