@@ -1,0 +1,66 @@
+"""Optional LLM refinement of a request's wording, through any OpenAI-compatible endpoint.
+
+The template request stays the source of truth: a rewrite is used only if it still states every
+literal value, names no tool and quotes no answer; otherwise the template is kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from task_synth.profile import EnvProfile
+from task_synth.wording import leaks
+
+logger = logging.getLogger(__name__)
+
+SYSTEM_PROMPT = (
+    "You rewrite task requests for a tool-using assistant so they read like a real user's message. "
+    "Keep every concrete value (ids, names, amounts, statuses) exactly as written, keep the requested "
+    "JSON keys exactly, never mention function or tool names, never add facts or answers. "
+    "Reply with the rewritten request only."
+)
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    """An OpenAI-compatible chat endpoint."""
+
+    base_url: str
+    model: str
+    api_key: str | None = None
+
+    @classmethod
+    def from_settings(cls, base_url: str | None, model: str | None, api_key_env: str) -> LLMConfig | None:
+        if not base_url or not model:
+            return None
+        return cls(base_url=base_url, model=model, api_key=os.environ.get(api_key_env))
+
+
+async def refine_request(
+    llm: LLMConfig, request: str, answer: dict[str, Any], profile: EnvProfile, literals: set[str]
+) -> str | None:
+    """The LLM's rewrite of ``request``, or None when it fails a check (or the endpoint fails)."""
+    from openai import AsyncOpenAI, OpenAIError
+
+    client = AsyncOpenAI(base_url=llm.base_url, api_key=llm.api_key or "unused", max_retries=1, timeout=60)
+    try:
+        response = await client.chat.completions.create(
+            model=llm.model,
+            messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": request}],
+            temperature=0.3,
+        )
+    except OpenAIError as exc:
+        logger.warning("LLM refinement failed, keeping the template wording: %s", exc)
+        return None
+    finally:
+        await client.close()
+    text = (response.choices[0].message.content or "").strip()
+    lowered = text.lower()
+    if not text or any(literal not in lowered for literal in literals):
+        return None
+    if any(f'"{key}"' not in text for key in answer):
+        return None
+    return None if leaks(text, answer, profile, literals) else text

@@ -1,0 +1,65 @@
+"""How synthesis runs tools: through a pool lease's control plane, in an isolated session.
+
+Synthesis is arena-side code; the tools (trusted or not) execute inside the environment server (a local
+process or a container). Runtime failures raise ``InfrastructureError`` and are never taken for a
+task that "returned nothing".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from arena.runtime.pool import Lease
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """A tool's JSON result (``ok``) or its error payload ``{code, message}``."""
+
+    ok: bool
+    value: Any
+
+    @property
+    def empty(self) -> bool:
+        return self.value is None or self.value == [] or self.value == {}
+
+
+class ToolRunner(Protocol):
+    """One isolated session that synthesis can call tools in, reset and inspect."""
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> StepOutcome: ...
+
+    async def reset(self) -> None: ...
+
+    async def diff(self) -> dict[str, Any]: ...
+
+
+class LeaseRunner:
+    """A ``ToolRunner`` over a pool lease (control-plane calls; the agent's MCP session is not used)."""
+
+    def __init__(self, lease: Lease, mutating: frozenset[str] = frozenset()) -> None:
+        self.lease = lease
+        self.mutating = mutating
+        self.dirty = False
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> StepOutcome:
+        """Run one tool; a read-only tool cannot change the state (the server enforces it), so only a
+        call to a tool in ``mutating`` makes the next ``reset`` necessary."""
+        result = await self.lease.call_as_arena(tool, arguments)
+        self.dirty |= tool in self.mutating
+        return StepOutcome(bool(result["ok"]), result["value"])
+
+    async def reset(self) -> None:
+        if self.dirty:
+            await self.lease.reset()
+            self.dirty = False
+
+    async def diff(self) -> dict[str, Any]:
+        return await self.lease.diff()
+
+    async def info(self) -> dict[str, Any]:
+        return await self.lease.worker.control.info()
+
+    async def sample(self, rows: int) -> dict[str, list[dict[str, Any]]]:
+        return await self.lease.worker.control.sample(rows)
