@@ -81,11 +81,18 @@ class EnvServer:
             version=env.info.version,
             description=env.info.description,
             instructions=env.info.description,
+            # Without this lookup the SDK runs the whole tools/list handler on every tools/call to
+            # validate Mcp-Param headers (~15% of a call's server time).
+            get_tool_input_schema=self._input_schema,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
         )
 
     # -- MCP handlers -------------------------------------------------------------------------
+    def _input_schema(self, name: str) -> dict[str, Any] | None:
+        spec = self.env.tools.get(name)
+        return spec.input_schema if spec is not None else None
+
     async def _list_tools(
         self, ctx: Any, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
