@@ -10,6 +10,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from arena.runtime.mcp_http import McpHttpClient
 from environments.serving.control import ControlClient
 
 UDS_BASE_URL = "http://localhost"
@@ -33,6 +34,10 @@ class Endpoint:
 
     def mcp_url(self, session_id: str) -> str:
         return f"{self.base_url}/s/{session_id}/mcp"
+
+    def mcp_http(self, connections: int = 256) -> McpHttpClient:
+        """The lean MCP client for all sessions of this server (create it in the loop that uses it)."""
+        return McpHttpClient(self.base_url, uds=self.uds, connections=connections)
 
     def mcp_client(self, session_id: str) -> Client:
         """An official MCP client bound to one session (over the Unix socket for containers)."""
