@@ -2,8 +2,9 @@
 
 Usage: python benchmarks/env_server.py [--env NAME] [--duration SECONDS] [--quick]
 
-Client and server share this machine's cores, as in the issue's reference figures. The last line printed
-is one JSON object with every figure.
+Client and server share this machine's cores, as in the issue's reference figures. Calls are measured with
+the arena's lean client (``arena/runtime/mcp_http.py``, what ``EnvPool`` uses) and, alongside, with the
+official SDK client (``*_sdk_client`` keys). The last line printed is one JSON object with every figure.
 """
 
 from __future__ import annotations
@@ -20,16 +21,21 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import psutil
 from mcp import Client, StdioServerParameters
+from mcp_types import CallToolResult
 from rich.console import Console
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from arena.runtime.endpoint import PROTOCOL_VERSION  # noqa: E402
+from arena.runtime.mcp_http import McpHttpClient  # noqa: E402
 from benchmarks.stats import Row, percentile, print_table, time_ms  # noqa: E402
 from environments.registry import builtin_names, load_environment  # noqa: E402
 from environments.sdk.state import StateStore, seed_path  # noqa: E402
@@ -37,6 +43,7 @@ from environments.serving.process import ServerProcess  # noqa: E402
 
 console = Console(stderr=True)
 PLAIN_SERVER = ROOT / "benchmarks" / "baselines" / "plain_mcp_server.py"
+TESTBED = ROOT / "tests" / "fixtures" / "testbed"
 
 # One repeatable read call and one repeatable write call per environment.
 CALLS: dict[str, tuple[tuple[str, dict[str, Any]], tuple[str, dict[str, Any]]]] = {
@@ -81,64 +88,102 @@ def bench_resets(names: list[str], repeat: int) -> dict[str, dict[str, float]]:
     return results
 
 
-async def bench_calls(url: str, call: tuple[str, dict[str, Any]], repeat: int) -> list[float]:
+SessionCall = Callable[[], Awaitable[CallToolResult]]
+Opener = Callable[[], AbstractAsyncContextManager[SessionCall]]
+
+
+def sdk_opener(url: str, call: tuple[str, dict[str, Any]], mode: str = PROTOCOL_VERSION) -> Opener:
+    """One official SDK client per session (what an agent framework would use)."""
+
+    @asynccontextmanager
+    async def opened() -> AsyncIterator[SessionCall]:
+        async with Client(url, mode=mode) as client:
+            yield lambda: client.call_tool(*call)
+
+    return opened
+
+
+def lean_opener(lean: McpHttpClient, sid: str, call: tuple[str, dict[str, Any]]) -> Opener:
+    """The arena's lean client (``arena/runtime/mcp_http.py``): one connection pool for all sessions."""
+
+    @asynccontextmanager
+    async def opened() -> AsyncIterator[SessionCall]:
+        yield lambda: lean.call_tool(sid, *call)
+
+    return opened
+
+
+async def bench_calls(opener: Opener, repeat: int) -> list[float]:
     samples = []
-    async with Client(url) as client:
+    async with opener() as call:
+        await call()
         for _ in range(repeat):
             start = time.perf_counter()
-            result = await client.call_tool(*call)
+            result = await call()
             samples.append((time.perf_counter() - start) * 1000)
             assert not result.is_error, result
     return samples
 
 
 async def bench_throughput(
-    urls: list[str], call: tuple[str, dict[str, Any]], duration: float, mode: str = "auto"
-) -> tuple[float, list[float]]:
-    """Each URL is one session driven by its own MCP client; once all are connected, they call back to back
-    for ``duration`` seconds. Returns (calls per second, latencies in ms)."""
+    openers: list[Opener], duration: float, server_pid: int | None = None
+) -> dict[str, Any]:
+    """Each opener is one session with its own caller; once all are connected, they call back to back for
+    ``duration`` seconds. Returns calls per second, latencies (ms), and CPU ms per call of this process
+    (the client) and of the server."""
     latencies: list[float] = []
     connected = 0
     all_connected = asyncio.Event()
     go = asyncio.Event()
     stop_at = 0.0
 
-    async def worker(url: str) -> int:
+    async def worker(opener: Opener) -> int:
         nonlocal connected
         count = 0
-        async with Client(url, mode=mode) as client:
-            await client.call_tool(*call)
+        async with opener() as call:
+            await call()
             connected += 1
-            if connected == len(urls):
+            if connected == len(openers):
                 all_connected.set()
             await go.wait()
             while time.perf_counter() < stop_at:
                 start = time.perf_counter()
-                result = await client.call_tool(*call)
+                result = await call()
                 latencies.append((time.perf_counter() - start) * 1000)
                 assert not result.is_error
                 count += 1
         return count
 
-    tasks = [asyncio.create_task(worker(u)) for u in urls]
+    tasks = [asyncio.create_task(worker(o)) for o in openers]
     await asyncio.wait_for(all_connected.wait(), timeout=120)
+    server = psutil.Process(server_pid) if server_pid else None
+    server_cpu = sum(server.cpu_times()[:2]) if server else 0.0
+    client_cpu = time.process_time()
     start = time.perf_counter()
     stop_at = start + duration
     go.set()
     counts = await asyncio.gather(*tasks)
-    return sum(counts) / (time.perf_counter() - start), latencies
+    calls = sum(counts)
+    return {
+        "rate": calls / (time.perf_counter() - start),
+        "latencies": latencies,
+        "client_cpu_ms": (time.process_time() - client_cpu) / calls * 1000,
+        "server_cpu_ms": (sum(server.cpu_times()[:2]) - server_cpu) / calls * 1000 if server else None,
+    }
 
 
 async def bench_server(name: str, duration: float, repeat: int) -> dict[str, Any]:
     read, write = CALLS[name]
     server = ServerProcess(name).start()
     control = server.control()
+    lean = McpHttpClient(server.base_url)
     out: dict[str, Any] = {}
     try:
         sid = await control.create_session()
-        reads = await bench_calls(control.mcp_url(sid), read, repeat)
-        writes = await bench_calls(control.mcp_url(sid), write, repeat)
-        out.update(read=reads, write=writes)
+        out["read"] = await bench_calls(lean_opener(lean, sid, read), repeat)
+        out["write"] = await bench_calls(lean_opener(lean, sid, write), repeat)
+        out["read_sdk"] = await bench_calls(sdk_opener(control.mcp_url(sid), read), repeat)
+        out["write_sdk"] = await bench_calls(sdk_opener(control.mcp_url(sid), write), repeat)
         create_reset = []
         for _ in range(repeat // 2):
             start = time.perf_counter()
@@ -149,9 +194,11 @@ async def bench_server(name: str, duration: float, repeat: int) -> dict[str, Any
         out["control_create_reset"] = create_reset
         for concurrency in (1, 16, 64):
             sids = [await control.create_session() for _ in range(concurrency)]
-            rate, lat = await bench_throughput([control.mcp_url(s) for s in sids], read, duration)
-            out[f"rate_{concurrency}"] = rate
-            out[f"lat_{concurrency}"] = lat
+            openers = [lean_opener(lean, s, read) for s in sids]
+            out[f"lean_{concurrency}"] = await bench_throughput(openers, duration, server.pid)
+            if concurrency > 1:
+                openers = [sdk_opener(control.mcp_url(s), read) for s in sids]
+                out[f"sdk_{concurrency}"] = await bench_throughput(openers, duration, server.pid)
             for s in sids:
                 await control.close_session(s)
         proc = psutil.Process(server.pid)
@@ -161,9 +208,25 @@ async def bench_server(name: str, duration: float, repeat: int) -> dict[str, Any
         for s in idle:
             await control.close_session(s)
     finally:
+        await lean.aclose()
         await control.aclose()
         server.stop()
     return out
+
+
+async def bench_light_tool(duration: float) -> dict[str, Any]:
+    """The server path with a light tool (testbed ``get_account``: one primary-key read), 64 sessions."""
+    server = ServerProcess(str(TESTBED)).start()
+    control = server.control()
+    lean = McpHttpClient(server.base_url)
+    try:
+        sids = [await control.create_session() for _ in range(64)]
+        openers = [lean_opener(lean, s, CALLS["testbed"][0]) for s in sids]
+        return await bench_throughput(openers, duration, server.pid)
+    finally:
+        await lean.aclose()
+        await control.aclose()
+        server.stop()
 
 
 def free_port() -> int:
@@ -199,7 +262,8 @@ async def bench_plain_http(duration: float, repeat: int, json_response: bool) ->
         latency = await legacy_calls(repeat)
         rates = {}
         for concurrency in (16, 64):
-            rates[concurrency], _ = await bench_throughput([url] * concurrency, call, duration, mode="legacy")
+            openers = [sdk_opener(url, call, mode="legacy")] * concurrency
+            rates[concurrency] = (await bench_throughput(openers, duration))["rate"]
         return {"latency": latency, "rates": rates}
     finally:
         proc.terminate()
@@ -232,8 +296,8 @@ def main() -> None:
     names = builtin_names() or ["testbed"]
     env_name = args.env or next((n for n in names if n in CALLS), "testbed")
     if env_name == "testbed":
-        CALLS[str(ROOT / "tests" / "fixtures" / "testbed")] = CALLS["testbed"]
-        env_name = str(ROOT / "tests" / "fixtures" / "testbed")
+        CALLS[str(TESTBED)] = CALLS["testbed"]
+        env_name = str(TESTBED)
         names = [env_name]
     repeat = 200 if args.quick else 1000
     duration = 1.5 if args.quick else args.duration
@@ -242,6 +306,8 @@ def main() -> None:
     resets = bench_resets(names, repeat)
     console.print(f"server benchmarks on {env_name}...")
     server = asyncio.run(bench_server(env_name, duration, repeat // 2))
+    console.print("light tool (testbed get_account), 64 sessions...")
+    light = asyncio.run(bench_light_tool(duration))
     console.print("baselines: plain SDK over HTTP (SSE and JSON), stdio server per episode...")
     plain_sse = asyncio.run(bench_plain_http(duration, repeat // 4, json_response=False))
     plain_json = asyncio.run(bench_plain_http(duration, repeat // 4, json_response=True))
@@ -282,29 +348,26 @@ def main() -> None:
             baseline=stdio_p50,
         )
     )
-    rows.append(
-        Row.from_samples(
-            "read tool call over HTTP (MCP client)",
-            server["read"],
-            target="p50 <= 2 ms",
-            baseline_name="plain SDK, SSE (legacy client)",
-            baseline=plain_sse_p50,
+    for kind, label in (("read", "read"), ("write", "write")):
+        rows.append(
+            Row.from_samples(
+                f"{label} tool call over HTTP (lean client)",
+                server[kind],
+                target="p50 <= 2 ms" if kind == "read" else "",
+                baseline_name=f"plain SDK, {'SSE' if kind == 'read' else 'JSON'} (legacy client)",
+                baseline=plain_sse_p50 if kind == "read" else plain_json_p50,
+            )
         )
-    )
-    rows.append(
-        Row.from_samples(
-            "write tool call over HTTP (MCP client)",
-            server["write"],
-            baseline_name="plain SDK, JSON (legacy client)",
-            baseline=plain_json_p50,
+        rows.append(
+            Row.from_samples(f"{label} tool call over HTTP (official SDK client)", server[f"{kind}_sdk"])
         )
-    )
     for concurrency in (1, 16, 64):
         plain_rate = plain_sse["rates"].get(concurrency)
+        level = server[f"lean_{concurrency}"]
         rows.append(
             Row(
-                f"calls/s, {concurrency} concurrent sessions",
-                server[f"rate_{concurrency}"],
+                f"calls/s, {concurrency} concurrent sessions (lean client)",
+                level["rate"],
                 None,
                 unit="calls/s",
                 target=">= 1000 @64" if concurrency == 64 else "",
@@ -313,10 +376,35 @@ def main() -> None:
                 lower_is_better=False,
             )
         )
-        lat = server[f"lat_{concurrency}"]
+        lat = level["latencies"]
         rows.append(
             Row(f"  call latency at {concurrency} sessions", statistics.median(lat), percentile(lat, 99))
         )
+        rows.append(Row("  server CPU per call", level["server_cpu_ms"], None))
+        rows.append(Row("  client CPU per call", level["client_cpu_ms"], None))
+        if f"sdk_{concurrency}" in server:
+            sdk = server[f"sdk_{concurrency}"]
+            rows.append(
+                Row(
+                    f"calls/s, {concurrency} sessions (official SDK client)",
+                    sdk["rate"],
+                    None,
+                    unit="calls/s",
+                    lower_is_better=False,
+                )
+            )
+            rows.append(Row("  client CPU per call (official SDK client)", sdk["client_cpu_ms"], None))
+    rows.append(
+        Row(
+            "calls/s, 64 sessions, light tool (testbed get_account)",
+            light["rate"],
+            None,
+            unit="calls/s",
+            target=">= 1000 @64",
+            lower_is_better=False,
+        )
+    )
+    rows.append(Row("  server CPU per call (light tool)", light["server_cpu_ms"], None))
     rows.append(
         Row("memory per idle session", server["idle_session_kib"], None, unit="KiB", target="<= 1024 KiB")
     )
@@ -334,9 +422,18 @@ def main() -> None:
         "read_call_p99_ms": round(percentile(server["read"], 99), 3),
         "write_call_p50_ms": round(statistics.median(server["write"]), 3),
         "write_call_p99_ms": round(percentile(server["write"], 99), 3),
-        "calls_per_s_1": round(server["rate_1"], 1),
-        "calls_per_s_16": round(server["rate_16"], 1),
-        "calls_per_s_64": round(server["rate_64"], 1),
+        "read_call_p50_ms_sdk_client": round(statistics.median(server["read_sdk"]), 3),
+        "write_call_p50_ms_sdk_client": round(statistics.median(server["write_sdk"]), 3),
+        "calls_per_s_1": round(server["lean_1"]["rate"], 1),
+        "calls_per_s_16": round(server["lean_16"]["rate"], 1),
+        "calls_per_s_64": round(server["lean_64"]["rate"], 1),
+        "calls_per_s_16_sdk_client": round(server["sdk_16"]["rate"], 1),
+        "calls_per_s_64_sdk_client": round(server["sdk_64"]["rate"], 1),
+        "server_cpu_ms_per_call_64": round(server["lean_64"]["server_cpu_ms"], 3),
+        "client_cpu_ms_per_call_64": round(server["lean_64"]["client_cpu_ms"], 3),
+        "client_cpu_ms_per_call_64_sdk_client": round(server["sdk_64"]["client_cpu_ms"], 3),
+        "calls_per_s_64_light_tool": round(light["rate"], 1),
+        "server_cpu_ms_per_call_light_tool": round(light["server_cpu_ms"], 3),
         "idle_session_kib": round(server["idle_session_kib"], 1),
         "baseline_file_copy_reset_p50_ms": round(file_copy, 4),
         "baseline_stdio_per_episode_p50_ms": round(stdio_p50, 1),
