@@ -46,6 +46,12 @@ class Chain:
         return {ref.step for step in self.steps for ref in step.bindings.values()}
 
 
+def write_heavy(profile: EnvProfile) -> bool:
+    """Fewer than 3 read-only tools (as in many imported environments, whose tools log every call):
+    chains may then pass through writing tools, and answer tasks may depend on those writes."""
+    return sum(not t.mutates for t in profile.tools.values()) < 3
+
+
 def _item_selector(output: Any, rng: random.Random) -> tuple[str, int, tuple[str, Any]] | None:
     """Pick one item of a list output and a (field, value) unique to it: (list path, index, selector)."""
     path = list_path(output)
@@ -116,7 +122,12 @@ async def sample_chain(
     """Walk, execute and return one chain, or None when this walk could not be completed."""
     low, high = knobs.chain_length
     length = rng.randint(low, high)
-    starts = [t for t in profile.tools.values() if not t.mutates and fillable_from_data(t, profile)]
+    writes_anywhere = write_heavy(profile)
+    starts = [
+        t
+        for t in profile.tools.values()
+        if (writes_anywhere or not t.mutates) and fillable_from_data(t, profile)
+    ]
     if not starts:
         return None
     start = rng.choice(starts)
@@ -132,11 +143,13 @@ async def sample_chain(
         last = len(chain.steps) == length - 1
         want_mutation = end_with_write and last
         edges = [
-            e for e in graph.out_edges(chain.steps[-1].tool) if profile.tools[e.dst].mutates == want_mutation
+            e
+            for e in graph.out_edges(chain.steps[-1].tool)
+            if profile.tools[e.dst].mutates == want_mutation or (writes_anywhere and not want_mutation)
         ]
         if not await _extend(runner, profile, chain, edges, knobs, rng):
             break
-        if profile.tools[chain.steps[-1].tool].mutates:
+        if profile.tools[chain.steps[-1].tool].mutates and not writes_anywhere:
             break
     if len(chain.steps) < low or (end_with_write and not profile.tools[chain.steps[-1].tool].mutates):
         return None

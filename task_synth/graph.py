@@ -45,7 +45,7 @@ def producing_field(src: ToolProfile, param: str) -> str | None:
     fields = set(src.output_fields)
     if param in fields:
         return param
-    for suffix in ("id", "key", "code", "number"):
+    for suffix in ("id", "key", "code", "number", "name"):
         if param == f"{src.entity}_{suffix}" and suffix in fields:
             return suffix
     return None

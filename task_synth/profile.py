@@ -92,7 +92,7 @@ class EnvProfile(BaseModel):
         for name, value in fields.items():
             if value is None or not is_scalar(value) or (isinstance(value, str) and len(value) > 80):
                 continue
-            keys = [name] + ([f"{entity}_{name}"] if entity and name in ("id", "key", "code") else [])
+            keys = [name] + ([f"{entity}_{name}"] if entity and name in ("id", "key", "code", "name") else [])
             for key in keys:
                 pool = self.values.setdefault(key, [])
                 if value not in pool and len(pool) < MAX_VALUES_PER_FIELD:

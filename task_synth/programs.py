@@ -13,7 +13,7 @@ import random
 from typing import Any
 
 from task_synth.arguments import fill_arguments, page_size
-from task_synth.graph import EdgeKind, ToolGraph
+from task_synth.graph import Edge, EdgeKind, ToolGraph
 from task_synth.model import AggregateStep, CallStep, Condition, ForEachStep, Knobs, Ref, Solution
 from task_synth.profile import EnvProfile
 from task_synth.runner import ToolRunner
@@ -55,7 +55,11 @@ async def sample_program(
     runner: ToolRunner, profile: EnvProfile, graph: ToolGraph, knobs: Knobs, rng: random.Random
 ) -> Solution | None:
     """Build, and run once to check, one programmatic solution; None if this attempt found nothing."""
-    listers = [t for t in profile.tools.values() if t.returns_list and not t.mutates]
+    listers = [
+        t
+        for t in profile.tools.values()
+        if t.returns_list and not t.mutates and _join_edges(profile, graph, t.name)
+    ]
     if not listers:
         return None
     lister = rng.choice(listers)
@@ -108,6 +112,17 @@ def _answer_key(step: AggregateStep) -> str:
     return f"{step.function}_{step.field}".replace(".", "_")
 
 
+def _join_edges(profile: EnvProfile, graph: ToolGraph, lister: str) -> list[Edge]:
+    """Strong edges to a query tool whose required inputs all come from one listed item."""
+    return [
+        e
+        for e in graph.out_edges(lister)
+        if e.kind is EdgeKind.STRONG
+        and not profile.tools[e.dst].mutates
+        and {p.name for p in profile.tools[e.dst].params if p.required} <= set(e.bindings)
+    ]
+
+
 async def _join(
     runner: ToolRunner,
     profile: EnvProfile,
@@ -118,13 +133,7 @@ async def _join(
     rng: random.Random,
 ) -> tuple[ForEachStep, list[Any]] | None:
     """A per-item loop along a strong edge whose only required input comes from each item."""
-    edges = [
-        e
-        for e in graph.out_edges(lister)
-        if e.kind is EdgeKind.STRONG
-        and not profile.tools[e.dst].mutates
-        and {p.name for p in profile.tools[e.dst].params if p.required} <= set(e.bindings)
-    ]
+    edges = _join_edges(profile, graph, lister)
     if not edges:
         return None
     edge = rng.choice(edges)

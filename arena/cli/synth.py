@@ -51,9 +51,9 @@ def _llm_config(settings: SynthSettings) -> LLMConfig | None:
 async def _synthesize_all(
     settings: SynthSettings, envs: list[str], tasks: TaskStore, profiles: ProfileStore
 ) -> tuple[list[SynthResult], int]:
-    from task_synth.synthesizer import synthesize
-
     from arena.runtime.pool import EnvPool, PoolConfig
+    from task_synth.imported import imported_question_tasks
+    from task_synth.synthesizer import synthesize
 
     llm = _llm_config(settings)
     config = PoolConfig(
@@ -80,6 +80,10 @@ async def _synthesize_all(
                     profile_cache=profiles.load_profile,
                     save_profile=profiles.save_profile,
                 )
+                if name.startswith("agentworld/"):
+                    result.tasks += imported_question_tasks(
+                        name, result.profile.version if result.profile else ""
+                    )
                 added += tasks.add(result.tasks)
                 results.append(result)
     finally:
