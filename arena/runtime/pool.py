@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 import time
 from collections import deque
 from collections.abc import AsyncIterator
@@ -34,6 +35,10 @@ from arena.runtime.worker import EnvWorker, WorkerSpec
 from environments.serving.control import ControlClient, ControlError
 
 logger = logging.getLogger(__name__)
+
+
+LOCATION_VARIABLES = ("ARENA_HOME", "ARENA_IMPORTED_DIR", "ARENA_CACHE_DIR")
+"""Environment variables that say where environments and seeds live; passed on to every worker."""
 
 
 @dataclass
@@ -230,6 +235,10 @@ class EnvPool:
         options: dict[str, Any] = (
             {"resources": self.config.worker_resources} if self.config.worker_resources else {}
         )
+        # Where environments are found is the driver's choice, not the (possibly older) Ray worker's.
+        located = {k: os.environ[k] for k in LOCATION_VARIABLES if k in os.environ}
+        if located:
+            options["runtime_env"] = {"env_vars": located}
         actor = EnvWorker.options(**options).remote(spec)
         try:
             endpoint = await actor.start.remote()
