@@ -55,9 +55,15 @@ class ServerBackend(Protocol):
 
 
 def _limit_child(limits: ProcessLimits) -> None:
-    """Runs in the child before exec: die with the parent, then apply rlimits."""
+    """Runs in the child before exec: die with the parent, run at normal priority, then apply rlimits.
+
+    Ray starts its workers (our ``EnvWorker`` actors) at nice 15; a server inheriting that loses the CPU to
+    every normal-priority process whenever cores are contended, and agents' calls wait behind them.
+    """
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    with contextlib.suppress(PermissionError):  # lowering niceness needs CAP_SYS_NICE or RLIMIT_NICE
+        os.setpriority(os.PRIO_PROCESS, 0, 0)
     if limits.address_space_mb is not None:
         size = limits.address_space_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (size, size))
