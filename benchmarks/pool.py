@@ -42,7 +42,7 @@ READS: dict[str, tuple[str, dict[str, Any]]] = {
     "ecommerce": ("get_order", {"order_id": 1}),
     "project_tracker": ("get_issue", {"issue_key": "PAY-1"}),
     "airline": ("get_flight", {"flight_id": 1}),
-    "banking": ("get_account", {"account_id": 1}),
+    "banking": ("get_account", {"account_id": 1001}),
 }
 THINK_MEAN_S = 0.5
 WARMUP_S = 3.0
@@ -103,10 +103,11 @@ async def concurrent_episodes(pool: EnvPool, episodes: int, duration: float) -> 
                 await asyncio.sleep(rng.expovariate(1 / THINK_MEAN_S))
                 start = time.perf_counter()
                 try:
-                    await lease.call_tool(*READS[env])
+                    result = await lease.call_tool(*READS[env])
                 except Exception:
                     infra_errors += 1
                     return
+                assert not result.is_error, result
                 if warmup_until < start < stop_at:
                     latencies.append((time.perf_counter() - start) * 1000)
 
