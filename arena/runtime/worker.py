@@ -69,7 +69,9 @@ class EnvWorker:
             return False
 
     async def restart(self) -> Endpoint:
-        """Replace the server with a fresh one (all its sessions are lost)."""
+        """Replace the server with a fresh one (all its sessions are lost, so the old one is killed at
+        once: a server being replaced is often stuck and would only use up a graceful-stop timeout)."""
+        await asyncio.to_thread(self.backend.kill)
         await asyncio.to_thread(self.backend.stop)
         self.backend = self.spec.make_backend()
         return await self.start()
