@@ -33,7 +33,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from arena.runtime.backends import ContainerBackend, pool_owner_id  # noqa: E402
+from arena.runtime.containers import reap_arena_containers  # noqa: E402
 from arena.runtime.engine import engine_client  # noqa: E402
+from arena.runtime.image import build_image  # noqa: E402
 from arena.runtime.pool import EnvPool, PoolConfig  # noqa: E402
 from benchmarks.stats import Row, percentile, print_table  # noqa: E402
 
@@ -140,22 +142,28 @@ async def container_cold_starts(image: str, repeat: int) -> list[float]:
     """Seconds from creating a hardened container (as the pool's container backend does) to the first MCP
     response from it: container start, server ready, one session created, one tool call over its socket."""
     samples = []
-    for index in range(repeat):
-        backend = ContainerBackend("ecommerce", f"bench-cold-{index}", pool_owner_id(), image)
-        start = time.perf_counter()
-        try:
-            endpoint = backend.start(timeout=60)
-            control, mcp = endpoint.control(), endpoint.mcp_http()
+    owner = pool_owner_id()
+    try:
+        for index in range(repeat):
+            backend = ContainerBackend("ecommerce", f"bench-cold-{index}", owner, image)
+            start = time.perf_counter()
             try:
-                session_id = await control.create_session()
-                result = await mcp.call_tool(session_id, *READS["ecommerce"])
-                samples.append(time.perf_counter() - start)
-                assert not result.is_error
+                endpoint = backend.start(timeout=60)
+                control, mcp = endpoint.control(), endpoint.mcp_http()
+                try:
+                    session_id = await control.create_session()
+                    result = await mcp.call_tool(session_id, *READS["ecommerce"])
+                    samples.append(time.perf_counter() - start)
+                    assert not result.is_error
+                finally:
+                    await control.aclose()
+                    await mcp.aclose()
             finally:
-                await control.aclose()
-                await mcp.aclose()
-        finally:
-            backend.stop()
+                backend.stop()
+    finally:
+        client = engine_client()
+        if client is not None:  # a container whose start failed is not tracked by its backend
+            reap_arena_containers(client, owner)
     return samples
 
 
@@ -163,7 +171,7 @@ async def container_section(repeat: int) -> dict[str, Any] | None:
     if engine_client() is None:
         console.print("[yellow]no container engine reachable: container figures are null[/yellow]")
         return None
-    image = PoolConfig(envs={}).image
+    image = build_image().tag
     cold = await container_cold_starts(image, repeat)
     pool_cold: list[float] = []
     for _ in range(max(3, repeat // 3)):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from docker.errors import NotFound
+from docker.errors import APIError, NotFound
 from docker.models.containers import Container
 
 from arena.runtime.containers import (
@@ -129,17 +129,23 @@ class ContainerBackend:
         if local.is_dir():  # an environment package outside the image: mount it read-only
             env_ref = f"{CONTAINER_ENV_ROOT}/{local.name}"
             mounts = {local.resolve(): env_ref}
-        self.container = start_env_container(
-            client,
-            image=self.image,
-            env_ref=env_ref,
-            socket_dir=self.socket_dir,
-            control_token=token,
-            limits=ContainerLimits(memory_mb=self.memory_mb, cpus=self.cpus, pids=self.pids),
-            labels=arena_labels(self.owner, **{"agent-arena.worker": self.worker_id}),
-            name=f"arena-{self.worker_id}-{secrets.token_hex(3)}",
-            extra_mounts=mounts,
-        )
+        name = f"arena-{self.worker_id}-{secrets.token_hex(3)}"
+        try:
+            self.container = start_env_container(
+                client,
+                image=self.image,
+                env_ref=env_ref,
+                socket_dir=self.socket_dir,
+                control_token=token,
+                limits=ContainerLimits(memory_mb=self.memory_mb, cpus=self.cpus, pids=self.pids),
+                labels=arena_labels(self.owner, **{"agent-arena.worker": self.worker_id}),
+                name=name,
+                extra_mounts=mounts,
+            )
+        except APIError:  # created but not started: remove it, nothing else tracks it
+            with contextlib.suppress(APIError):
+                client.containers.get(name).remove(force=True)
+            raise
         sock = socket_path(self.socket_dir)
         wait_ready(self.container, sock, timeout)
         return Endpoint(self.env_ref, self.worker_id, UDS_BASE_URL, token, uds=str(sock))
