@@ -163,7 +163,8 @@ class ContainerBackend:
 
     def kill(self) -> None:
         if self.container is not None:
-            self.container.kill()
+            with contextlib.suppress(APIError):  # already exited (crashed, OOM-killed) or gone
+                self.container.kill()
 
 
 def pool_owner_id() -> str:
