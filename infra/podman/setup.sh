@@ -112,7 +112,10 @@ start_service() {
     fi
     rm -f "${SOCKET_PATH}"
     log "starting podman system service on ${SOCKET_URL} (log: ${LOG})"
+    # From /: a service started inside a checkout breaks ("write child: broken pipe") once that dir is deleted.
+    pushd / >/dev/null
     nohup setsid podman system service --time=0 "${SOCKET_URL}" >>"${LOG}" 2>&1 </dev/null &
+    popd >/dev/null
     local i
     for i in $(seq 1 60); do
         if socket_answers; then
