@@ -37,7 +37,7 @@ from environments.registry import builtin_names  # noqa: E402
 from task_synth import synthesizer  # noqa: E402
 from task_synth.heuristic import attempt  # noqa: E402
 from task_synth.model import Task  # noqa: E402
-from task_synth.program import SolutionFailed, execute  # noqa: E402
+from task_synth.program import SolutionFailed, execute, run_fresh  # noqa: E402
 from task_synth.quality import answer_probes, state_probes  # noqa: E402
 from task_synth.runner import LeaseRunner  # noqa: E402
 from task_synth.synthesizer import SynthResult, synthesize  # noqa: E402
@@ -84,23 +84,14 @@ async def _check(pool: EnvPool, result: SynthResult, task: Task, rng: random.Ran
         if task.verifier.state is not None:
 
             async def fresh(solution: Any, extra: list[tuple[str, dict[str, Any]]]) -> dict[str, Any] | None:
-                runner.dirty = True
-                await runner.reset()
-                try:
-                    await execute(solution, runner)
-                except SolutionFailed:
-                    return None
-                for tool, arguments in extra:
-                    if not (await runner.call(tool, arguments)).ok:
-                        return None
-                return await runner.diff()
+                outcome = await run_fresh(runner, solution, extra)
+                return None if outcome is None else outcome[1]
 
             probes += [
                 (a, d) for _, a, d in await state_probes(task, task.reference_answer, profile, fresh, rng)
             ]
         rejected = sum(1 for answer, probe_diff in probes if not verify(task, answer, probe_diff).passed)
-        runner.dirty = True
-        await runner.reset()
+        await runner.reset(force=True)
         solved = (await attempt(task, profile, result.graph, runner)).passed
     return {"reference_ok": reference_ok, "probes": len(probes), "rejected": rejected, "heuristic": solved}
 

@@ -87,11 +87,11 @@ def _bind(
             return None
         path, index, selector = picked
         prefix = f"{path}[{index}]." if path else f"[{index}]."
-    target = output
+
     refs = {}
     for param, source in edge.bindings.items():
         try:
-            value = get_path(target, prefix + source)
+            value = get_path(output, prefix + source)
         except LookupError:
             continue
         if value is not None:

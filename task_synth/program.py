@@ -116,3 +116,19 @@ async def execute(solution: Solution, runner: ToolRunner) -> Execution:
     except LookupError as exc:
         raise SolutionFailed(str(exc)) from exc
     return run
+
+
+async def run_fresh(
+    runner: ToolRunner, solution: Solution, extra: list[tuple[str, dict[str, Any]]]
+) -> tuple[Execution, dict[str, Any]] | None:
+    """Reset the session, run ``solution`` then the ``extra`` calls; the run and the diff from the seed,
+    or None if any step failed."""
+    await runner.reset(force=True)
+    try:
+        run = await execute(solution, runner)
+    except SolutionFailed:
+        return None
+    for tool, arguments in extra:
+        if not (await runner.call(tool, arguments)).ok:
+            return None
+    return run, await runner.diff()

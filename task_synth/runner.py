@@ -30,7 +30,7 @@ class ToolRunner(Protocol):
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> StepOutcome: ...
 
-    async def reset(self) -> None: ...
+    async def reset(self, *, force: bool = False) -> None: ...
 
     async def diff(self) -> dict[str, Any]: ...
 
@@ -50,8 +50,9 @@ class LeaseRunner:
         self.dirty |= tool in self.mutating
         return StepOutcome(bool(result["ok"]), result["value"])
 
-    async def reset(self) -> None:
-        if self.dirty:
+    async def reset(self, *, force: bool = False) -> None:
+        """Back to the seed state if a mutating tool ran since the last reset (or always, with ``force``)."""
+        if self.dirty or force:
             await self.lease.reset()
             self.dirty = False
 

@@ -24,7 +24,7 @@ from task_synth.graph import ToolGraph
 from task_synth.llm import LLMConfig, refine_request
 from task_synth.model import Knobs, Rubric, Solution, StateCheck, Task, TaskKind, Verifier
 from task_synth.profile import EnvProfile, discover
-from task_synth.program import SolutionFailed, execute, resolve
+from task_synth.program import SolutionFailed, execute, resolve, run_fresh
 from task_synth.programs import sample_program
 from task_synth.quality import MIN_PROBES, answer_probes, signature, state_probes
 from task_synth.runner import LeaseRunner
@@ -175,20 +175,6 @@ def _unstable_columns(first: dict[str, Any], second: dict[str, Any]) -> list[str
     return sorted(columns)
 
 
-async def _execute_fresh(check: LeaseRunner, solution: Solution, extra: list[tuple[str, dict[str, Any]]]):
-    check.dirty = True
-    await check.reset()
-    try:
-        run = await execute(solution, check)
-    except SolutionFailed:
-        return None, None
-    for tool, arguments in extra:
-        outcome = await check.call(tool, arguments)
-        if not outcome.ok:
-            return None, None
-    return run, await check.diff()
-
-
 async def _finish(run: _Run, check: LeaseRunner, draft: _Draft, level: int, rng: random.Random) -> Task | str:
     """Replay, build the verifier, verify the reference, probe with wrong answers; a string is why it
     was dropped."""
@@ -198,9 +184,10 @@ async def _finish(run: _Run, check: LeaseRunner, draft: _Draft, level: int, rng:
         return f"request {reason}"
     if draft.request in run.requests:
         return "duplicate request"
-    replay, diff = await _execute_fresh(check, draft.solution, [])
-    if replay is None:
+    fresh = await run_fresh(check, draft.solution, [])
+    if fresh is None:
         return "replay failed"
+    replay, diff = fresh
     stable = {k: v for k, v in replay.answer.items() if canonical(v) == canonical(draft.first_answer.get(k))}
     if draft.kind is not TaskKind.STATE and not stable:
         return "answer not reproducible"
@@ -254,10 +241,13 @@ async def _finish(run: _Run, check: LeaseRunner, draft: _Draft, level: int, rng:
     probes = [(what, answer, diff) for what, answer in answer_probes(stable, profile, rng)]
     if state is not None:
 
-        async def fresh(solution: Solution, extra: list[tuple[str, dict[str, Any]]]) -> dict[str, Any] | None:
-            return (await _execute_fresh(check, solution, extra))[1]
+        async def fresh_diff(
+            solution: Solution, extra: list[tuple[str, dict[str, Any]]]
+        ) -> dict[str, Any] | None:
+            outcome = await run_fresh(check, solution, extra)
+            return None if outcome is None else outcome[1]
 
-        probes += await state_probes(task, stable, profile, fresh, rng)
+        probes += await state_probes(task, stable, profile, fresh_diff, rng)
     rejected = sum(1 for _, answer, probe_diff in probes if not verify(task, answer, probe_diff).passed)
     run.result.probes += len(probes)
     run.result.probes_rejected += rejected

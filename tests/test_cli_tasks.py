@@ -121,13 +121,10 @@ def test_synth_rejects_bad_config_in_one_line(
 
 
 @pytest.fixture
-def ray_local(monkeypatch: pytest.MonkeyPatch):
-    import ray
-
+def ray_local(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Local Ray without auth; the pool starts it, or joins the one an earlier test started (workers
+    get ARENA_HOME from the pool, so a shared Ray is fine)."""
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield
-    ray.shutdown()
 
 
 async def _reference_calls(task: Task) -> list[dict[str, object]]:

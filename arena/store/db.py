@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
@@ -14,18 +12,13 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from arena.store.schema import Base
+from environments.paths import arena_home
 
-HOME_ENV = "ARENA_HOME"
 DB_FILE = "arena.db"
 
 
 class StoreError(RuntimeError):
     """The store cannot be opened (bad URL, missing driver, unreachable database)."""
-
-
-def arena_home() -> Path:
-    """``$ARENA_HOME``, else ``~/.agent-arena``."""
-    return Path(os.environ.get(HOME_ENV) or Path.home() / ".agent-arena")
 
 
 def default_url() -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from environments.paths import arena_home
 from environments.registry import UnknownEnvironment
 from environments.sdk.environment import Environment
 
@@ -30,7 +31,6 @@ from .state import FileStateStore, StatePlan, decompose
 from .tools import build_tool
 
 FORMAT_VERSION = 1
-HOME_ENV = "ARENA_HOME"
 IMPORTED_DIR_ENV = "ARENA_IMPORTED_DIR"
 OBSERVE_WRITES_ENV = "ARENA_AGENTWORLD_OBSERVE_WRITES"
 MANIFEST = "manifest.json"
@@ -43,7 +43,7 @@ def imported_root() -> Path:
     explicit = os.environ.get(IMPORTED_DIR_ENV)
     if explicit:
         return Path(explicit)
-    return Path(os.environ.get(HOME_ENV) or Path.home() / ".agent-arena") / "imported"
+    return arena_home() / "imported"
 
 
 def env_id_of(name: str) -> str:
