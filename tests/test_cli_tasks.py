@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -121,10 +122,18 @@ def test_synth_rejects_bad_config_in_one_line(
 
 
 @pytest.fixture
-def ray_local(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Local Ray without auth; the pool starts it, or joins the one an earlier test started (workers
-    get ARENA_HOME from the pool, so a shared Ray is fine)."""
+def ray_local(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Local Ray without auth, shut down afterwards; joins the one an earlier test left running (the pool
+    gives workers this test's ARENA_HOME, so a shared Ray is fine)."""
+    import ray
+
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    if ray.is_initialized():
+        yield
+        return
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield
+    ray.shutdown()
 
 
 async def _reference_calls(task: Task) -> list[dict[str, object]]:

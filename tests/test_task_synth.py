@@ -37,8 +37,13 @@ module_loop = pytest.mark.asyncio(loop_scope="module")
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def pool() -> AsyncIterator[EnvPool]:
+    import ray
+
+    started_ray = not ray.is_initialized()
     async with EnvPool(PoolConfig(envs={"airline": 1, "library": 1}, warm_sessions_per_worker=10)) as pool:
         yield pool
+    if started_ray:
+        ray.shutdown()  # later modules start their own local Ray
 
 
 @module_loop
