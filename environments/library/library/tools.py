@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 from sqlalchemy import Select, and_, case, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, contains_eager, joinedload, selectinload
 
 from environments.sdk import (
     Conflict,
@@ -57,11 +57,10 @@ def _unpaid_total(db: Session, member_id: int) -> float:
     return round(total or 0.0, 2)
 
 
-def _borrowing_block(db: Session, member: Member) -> str | None:
-    """Why ``member`` may not borrow or place holds right now, or None."""
+def _borrowing_block(member: Member, unpaid: float) -> str | None:
+    """Why ``member``, who owes ``unpaid`` in fines, may not borrow or place holds right now, or None."""
     if member.expires_on < TODAY:
         return f"the membership of member {member.id} ({member.name}) expired on {member.expires_on}"
-    unpaid = _unpaid_total(db, member.id)
     if unpaid > FINE_BLOCK_THRESHOLD:
         limit = f"{FINE_BLOCK_THRESHOLD:.2f}"
         return f"member {member.id} ({member.name}) owes {unpaid:.2f} in unpaid fines (limit {limit})"
@@ -69,13 +68,17 @@ def _borrowing_block(db: Session, member: Member) -> str | None:
 
 
 def _ensure_can_borrow(db: Session, member: Member) -> None:
-    reason = _borrowing_block(db, member)
+    reason = _borrowing_block(member, _unpaid_total(db, member.id))
     if reason is not None:
         raise Forbidden(reason)
 
 
 def _days_overdue(loan: Loan) -> int:
     return max(((loan.returned_on or TODAY) - loan.due_on).days, 0)
+
+
+# Loads what ``_loan_view`` reads along with the loans (to be used on a query already joined to Copy).
+_LOAN_VIEW_LOAD = contains_eager(Loan.copy).joinedload(Copy.book)
 
 
 def _loan_view(loan: Loan) -> dict[str, Any]:
@@ -87,20 +90,23 @@ def _loan_view(loan: Loan) -> dict[str, Any]:
     }
 
 
-def _queue_position(db: Session, hold: Hold) -> int | None:
-    """1-based place of a waiting hold in its book's queue (oldest first); None if not waiting."""
-    if hold.status != "waiting":
-        return None
-    ahead = select(Hold).where(
-        Hold.book_id == hold.book_id,
-        Hold.status == "waiting",
-        (Hold.placed_on < hold.placed_on) | ((Hold.placed_on == hold.placed_on) & (Hold.id < hold.id)),
-    )
-    return _count(db, ahead) + 1
+def _queue_positions(db: Session, holds: list[Hold]) -> dict[int, int]:
+    """1-based place of every waiting hold on the books of ``holds`` in its book's queue (oldest first)."""
+    books = {hold.book_id for hold in holds if hold.status == "waiting"}
+    if not books:
+        return {}
+    place = func.row_number().over(partition_by=Hold.book_id, order_by=(Hold.placed_on, Hold.id))
+    rows = db.execute(select(Hold.id, place).where(Hold.book_id.in_(books), Hold.status == "waiting"))
+    return dict(rows.tuples().all())
 
 
-def _hold_view(db: Session, hold: Hold) -> dict[str, Any]:
-    return orm_to_dict(hold) | {"title": hold.book.title, "queue_position": _queue_position(db, hold)}
+def _hold_views(db: Session, holds: list[Hold]) -> list[dict[str, Any]]:
+    """Each hold with its book's title and, if waiting, its place in the book's queue (else None)."""
+    positions = _queue_positions(db, holds)
+    return [
+        orm_to_dict(hold) | {"title": hold.book.title, "queue_position": positions.get(hold.id)}
+        for hold in holds
+    ]
 
 
 def _release_copy(db: Session, copy: Copy) -> Hold | None:
@@ -225,16 +231,15 @@ def get_member(db: Session, member_id: Id) -> dict:
         .where(Fine.member_id == member_id, Fine.paid_on.is_(None))
         .order_by(Fine.issued_on, Fine.id)
     )
-    block = _borrowing_block(db, member)
+    unpaid_total = _unpaid_total(db, member_id)
+    block = _borrowing_block(member, unpaid_total)
+    loans = _active_loans(member_id).options(selectinload(Loan.copy).selectinload(Copy.book))
+    holds = _active_holds(member_id).options(joinedload(Hold.book)).order_by(Hold.id)
     return orm_to_dict(member) | {
-        "active_loans": [
-            _loan_view(loan) for loan in db.scalars(_active_loans(member_id).order_by(Loan.due_on))
-        ],
-        "active_holds": [
-            _hold_view(db, hold) for hold in db.scalars(_active_holds(member_id).order_by(Hold.id))
-        ],
+        "active_loans": [_loan_view(loan) for loan in db.scalars(loans.order_by(Loan.due_on))],
+        "active_holds": _hold_views(db, list(db.scalars(holds))),
         "unpaid_fines": [orm_to_dict(fine) for fine in unpaid],
-        "unpaid_total": _unpaid_total(db, member_id),
+        "unpaid_total": unpaid_total,
         "can_borrow": block is None,
         "blocked_reason": block,
     }
@@ -256,7 +261,7 @@ def list_loans(
         status: active (not yet returned), overdue (active and past due), returned, or all.
         limit: Maximum number of loans returned.
     """
-    query = select(Loan).join(Copy, Loan.copy_id == Copy.id)
+    query = select(Loan).join(Loan.copy).options(_LOAN_VIEW_LOAD)
     if member_id is not None:
         query = query.where(Loan.member_id == get_or_raise(db, Member, member_id).id)
     if branch_id is not None:
@@ -288,7 +293,7 @@ def list_holds(
         status: active (waiting or ready), one specific status, or all.
         limit: Maximum number of holds returned.
     """
-    query = select(Hold)
+    query = select(Hold).options(joinedload(Hold.book))
     if member_id is not None:
         query = query.where(Hold.member_id == get_or_raise(db, Member, member_id).id)
     if book_id is not None:
@@ -297,7 +302,7 @@ def list_holds(
         query = query.where(Hold.status.in_(ACTIVE_HOLD))
     elif status != "all":
         query = query.where(Hold.status == status)
-    return [_hold_view(db, hold) for hold in db.scalars(query.order_by(Hold.placed_on, Hold.id).limit(limit))]
+    return _hold_views(db, list(db.scalars(query.order_by(Hold.placed_on, Hold.id).limit(limit))))
 
 
 @env.tool
@@ -496,7 +501,7 @@ def place_hold(db: Session, member_id: Id, book_id: Id, pickup_branch_id: str) -
     )
     db.add(hold)
     db.flush()
-    return _hold_view(db, hold)
+    return _hold_views(db, [hold])[0]
 
 
 @env.tool(mutates=True)
@@ -513,7 +518,7 @@ def cancel_hold(db: Session, hold_id: Id) -> dict:
     hold.status, hold.copy_id = "cancelled", None
     next_hold = _release_copy(db, reserved) if reserved is not None else None
     db.flush()
-    return _hold_view(db, hold) | {
+    return _hold_views(db, [hold])[0] | {
         "released_copy_id": reserved.id if reserved else None,
         "next_hold_id": next_hold.id if next_hold else None,
     }
