@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 from sqlalchemy import or_, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, joinedload, selectinload
 
 from environments.sdk import NotFound, ValidationFailed, orm_to_dict
 
@@ -52,6 +52,14 @@ PersonIds = Annotated[list[int], Field(min_length=1, max_length=20)]
 Title = Annotated[str, Field(min_length=3, max_length=120)]
 MAX_REPORT_DAYS = 92
 UPCOMING_BOOKINGS = 10
+
+
+# Loader options fetching, with a query for meetings, what ``_meeting_dict`` reads (attendee names apart).
+_MEETING_LOAD = (
+    joinedload(Meeting.organizer).joinedload(Person.office),
+    joinedload(Meeting.room).joinedload(Room.office),
+    selectinload(Meeting.attendees),
+)
 
 
 def _person_dict(person: Person) -> dict[str, Any]:
@@ -129,7 +137,7 @@ def search_people(
         include_inactive: Also list people who have left the company.
         limit: Maximum number of people returned.
     """
-    query = select(Person).order_by(Person.name, Person.id).limit(limit)
+    query = select(Person).options(joinedload(Person.office)).order_by(Person.name, Person.id).limit(limit)
     if name:
         query = query.where(or_(Person.name.ilike(f"%{name}%"), Person.email.ilike(f"%{name}%")))
     if department is not None:
@@ -152,6 +160,7 @@ def get_room(db: Session, room_id: int) -> dict:
     room = get_or_raise(db, Room, room_id, "room")
     upcoming = db.scalars(
         select(Meeting)
+        .options(*_MEETING_LOAD)
         .where(Meeting.room_id == room_id, Meeting.status == "scheduled", Meeting.end_utc > NOW)
         .order_by(Meeting.start_utc)
         .limit(UPCOMING_BOOKINGS)
@@ -181,7 +190,7 @@ def search_rooms(
         include_closed: Also list rooms closed for maintenance.
         limit: Maximum number of rooms returned.
     """
-    query = select(Room).order_by(Room.capacity, Room.office_id, Room.name)
+    query = select(Room).options(selectinload(Room.office)).order_by(Room.capacity, Room.office_id, Room.name)
     if office_id is not None:
         get_or_raise(db, Office, office_id, "office")
         query = query.where(Room.office_id == office_id)
@@ -211,7 +220,10 @@ def get_meeting(db: Session, meeting_id: int) -> dict:
     Args:
         meeting_id: The meeting's id.
     """
-    return _meeting_dict(get_or_raise(db, Meeting, meeting_id, "meeting"), with_attendees=True)
+    options = (*_MEETING_LOAD, selectinload(Meeting.attendees).joinedload(Attendee.person))
+    # get_or_raise only runs (and raises NOT_FOUND) when there is no such meeting.
+    meeting = db.get(Meeting, meeting_id, options=options) or get_or_raise(db, Meeting, meeting_id, "meeting")
+    return _meeting_dict(meeting, with_attendees=True)
 
 
 @env.tool
@@ -236,7 +248,7 @@ def list_meetings(
         title_contains: Case-insensitive part of the meeting title.
         limit: Maximum number of meetings returned.
     """
-    query = select(Meeting).order_by(Meeting.start_utc, Meeting.id).limit(limit)
+    query = select(Meeting).options(*_MEETING_LOAD).order_by(Meeting.start_utc, Meeting.id).limit(limit)
     if person_id is not None:
         get_or_raise(db, Person, person_id, "person")
         invited = select(Attendee.meeting_id).where(Attendee.person_id == person_id)
@@ -337,7 +349,11 @@ def room_utilization_report(
     days = [start_date + timedelta(days=i) for i in range((end_date - start_date).days + 1)]
     working_days = sum(d.weekday() < 5 for d in days)
     in_period: dict[int, list[Meeting]] = defaultdict(list)
-    scheduled = select(Meeting).where(Meeting.status == "scheduled", Meeting.room_id.is_not(None))
+    scheduled = (
+        select(Meeting)
+        .options(selectinload(Meeting.room).selectinload(Room.office))
+        .where(Meeting.status == "scheduled", Meeting.room_id.is_not(None))
+    )
     for meeting in db.scalars(scheduled):
         if start_date <= to_local(meeting.start_utc, meeting.office).date() <= end_date:
             in_period[meeting.room_id].append(meeting)
