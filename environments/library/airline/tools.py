@@ -81,22 +81,27 @@ def _booking_views(db: Session, query: Select[tuple[Booking, Flight, Passenger]]
     return [_booking_view(*row) for row in db.execute(query)]
 
 
-def _tier(db: Session, passenger_id: int) -> str | None:
-    return db.scalar(select(LoyaltyAccount.tier).where(LoyaltyAccount.passenger_id == passenger_id))
+def _loyalty_accounts(db: Session, passenger_ids: set[int]) -> dict[int, LoyaltyAccount]:
+    """The loyalty accounts of these passengers (those who have one), by passenger id."""
+    accounts = db.scalars(select(LoyaltyAccount).where(LoyaltyAccount.passenger_id.in_(passenger_ids)))
+    return {account.passenger_id: account for account in accounts}
 
 
-def _adjust_miles(db: Session, booking: Booking, miles: int) -> None:
+def _loyalty_account(db: Session, passenger_id: int) -> LoyaltyAccount | None:
+    return _loyalty_accounts(db, {passenger_id}).get(passenger_id)
+
+
+def _adjust_miles(account: LoyaltyAccount | None, booking: Booking, miles: int) -> None:
     """Replace the miles a booking earned by ``miles`` in its passenger's loyalty account (never below 0)."""
-    account = db.scalar(select(LoyaltyAccount).where(LoyaltyAccount.passenger_id == booking.passenger_id))
     if account is not None:
         account.miles_balance = max(0, account.miles_balance - booking.miles_earned + miles)
     booking.miles_earned = miles
 
 
-def _cancel(db: Session, booking: Booking) -> None:
-    """Cancel a booking with a full refund, freeing its seat and taking back its miles."""
+def _cancel(booking: Booking, account: LoyaltyAccount | None) -> None:
+    """Cancel a booking with a full refund, freeing its seat and taking back its miles from ``account``."""
     booking.status, booking.refund_amount, booking.seat = "cancelled", booking.price, None
-    _adjust_miles(db, booking, 0)
+    _adjust_miles(account, booking, 0)
 
 
 def _require_open(flight: Flight) -> None:
@@ -402,7 +407,8 @@ def book_flight(
     _require_open(flight)
     _require_no_other_booking(db, passenger_id, flight_id, None)
     _require_seat(db, flight, cabin)
-    tier = _tier(db, passenger_id)
+    account = _loyalty_account(db, passenger_id)
+    tier = account.tier if account else None
     price = fare_price(flight, cabin, fare_type, tier)
     booking = Booking(
         id=(db.scalar(select(func.max(Booking.id))) or 0) + 1,
@@ -417,7 +423,7 @@ def book_flight(
         booked_at=NOW,
     )
     db.add(booking)
-    _adjust_miles(db, booking, miles_for(price, tier))
+    _adjust_miles(account, booking, miles_for(price, tier))
     db.flush()
     return _booking_view(booking, flight, passenger)
 
@@ -434,7 +440,7 @@ def cancel_booking(db: Session, booking_id: int) -> dict:
     booking = get_or_raise(db, Booking, booking_id)
     flight = get_or_raise(db, Flight, booking.flight_id)
     _require_changeable(booking, flight)
-    _cancel(db, booking)
+    _cancel(booking, _loyalty_account(db, booking.passenger_id))
     return _booking_view(booking, flight, get_or_raise(db, Passenger, booking.passenger_id))
 
 
@@ -471,11 +477,12 @@ def rebook_booking(db: Session, booking_id: int, new_flight_id: int, cabin: Cabi
     _require_open(new_flight)
     _require_no_other_booking(db, booking.passenger_id, new_flight_id, booking_id)
     _require_seat(db, new_flight, cabin)
-    tier = _tier(db, booking.passenger_id)
+    account = _loyalty_account(db, booking.passenger_id)
+    tier = account.tier if account else None
     price = fare_price(new_flight, cabin, booking.fare_type, tier)
     fare_difference = round(price - booking.price, 2)
     booking.flight_id, booking.cabin, booking.price = new_flight_id, cabin, price
-    _adjust_miles(db, booking, miles_for(price, tier))
+    _adjust_miles(account, booking, miles_for(price, tier))
     view = _booking_view(booking, new_flight, get_or_raise(db, Passenger, booking.passenger_id))
     return {**view, "fare_difference": fare_difference}
 
@@ -545,8 +552,9 @@ def cancel_flight(db: Session, flight_id: int) -> dict:
     bookings = db.scalars(
         select(Booking).where(Booking.flight_id == flight_id, Booking.status.in_(ACTIVE_STATUSES))
     ).all()
+    accounts = _loyalty_accounts(db, {booking.passenger_id for booking in bookings})
     for booking in bookings:
-        _cancel(db, booking)
+        _cancel(booking, accounts.get(booking.passenger_id))
     return {
         "flight": get_flight(db, flight_id),
         "cancelled_bookings": len(bookings),
