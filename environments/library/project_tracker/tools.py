@@ -8,7 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
 from sqlalchemy import case, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, joinedload, selectinload
+from sqlalchemy.orm.interfaces import LoaderOption
 
 from environments.library.project_tracker.core import (
     ASSIGNABLE_ROLES,
@@ -49,8 +50,8 @@ Limit = Annotated[int, Field(ge=1, le=100)]
 # --- lookups and rule checks shared by the tools ---------------------------------------------------
 
 
-def _project(db: Session, key: str) -> Project:
-    project = db.scalar(select(Project).where(Project.key == key.strip().upper()))
+def _project(db: Session, key: str, *options: LoaderOption) -> Project:
+    project = db.scalar(select(Project).options(*options).where(Project.key == key.strip().upper()))
     if project is None:
         raise NotFound(f"no project with key {key!r}")
     return project
@@ -67,8 +68,8 @@ def _require_active_project(project: Project) -> None:
         raise PreconditionFailed(f"project {project.key} is archived and read-only")
 
 
-def _issue(db: Session, key: str) -> Issue:
-    issue = db.scalar(select(Issue).where(Issue.key == key.strip().upper()))
+def _issue(db: Session, key: str, *options: LoaderOption) -> Issue:
+    issue = db.scalar(select(Issue).options(*options).where(Issue.key == key.strip().upper()))
     if issue is None:
         raise NotFound(f"no issue with key {key!r}")
     return issue
@@ -87,8 +88,8 @@ def _user(db: Session, user_id: int) -> User:
     return user
 
 
-def _sprint(db: Session, sprint_id: int) -> Sprint:
-    sprint = db.get(Sprint, sprint_id)
+def _sprint(db: Session, sprint_id: int, *options: LoaderOption) -> Sprint:
+    sprint = db.get(Sprint, sprint_id, options=options)
     if sprint is None:
         raise NotFound(f"no sprint with id {sprint_id}")
     return sprint
@@ -159,6 +160,17 @@ def _require_valid_parent(parent: Issue, project: Project) -> None:
 
 # --- serialisation ----------------------------------------------------------------------------------
 
+# Loader options fetching what ``_summary`` and ``_detail`` read along with the issues.
+_SUMMARY_LOAD = (joinedload(Issue.assignee), joinedload(Issue.parent))
+_DETAIL_LOAD = (
+    *_SUMMARY_LOAD,
+    joinedload(Issue.project),
+    joinedload(Issue.reporter),
+    joinedload(Issue.sprint),
+    selectinload(Issue.children).joinedload(Issue.assignee),
+    selectinload(Issue.comments).joinedload(Comment.author),
+)
+
 
 def _summary(issue: Issue) -> dict[str, Any]:
     return {
@@ -200,8 +212,17 @@ def _comment(comment: Comment) -> dict[str, Any]:
     return {**orm_to_dict(comment), "author": comment.author.name}
 
 
-def _sprint_brief(db: Session, sprint: Sprint) -> dict[str, Any]:
-    committed = _committed_points(db, sprint)
+def _committed_points_by_sprint(db: Session, sprints: list[Sprint]) -> dict[int, int]:
+    """Story points planned in each of ``sprints`` (0 for a sprint without estimated issues)."""
+    points = db.execute(
+        select(Issue.sprint_id, func.sum(Issue.story_points))
+        .where(Issue.sprint_id.in_([s.id for s in sprints]))
+        .group_by(Issue.sprint_id)
+    )
+    return {sprint.id: 0 for sprint in sprints} | {sprint_id: total or 0 for sprint_id, total in points}
+
+
+def _sprint_brief(sprint: Sprint, committed: int) -> dict[str, Any]:
     return {
         **orm_to_dict(sprint),
         "committed_points": committed,
@@ -210,7 +231,12 @@ def _sprint_brief(db: Session, sprint: Sprint) -> dict[str, Any]:
 
 
 def _unfinished_issues(db: Session, project: Project) -> list[Issue]:
-    query = select(Issue).where(Issue.project_id == project.id, Issue.status != "done").order_by(Issue.id)
+    query = (
+        select(Issue)
+        .options(*_SUMMARY_LOAD)
+        .where(Issue.project_id == project.id, Issue.status != "done")
+        .order_by(Issue.id)
+    )
     return list(db.scalars(query))
 
 
@@ -224,7 +250,7 @@ def get_issue(db: Session, issue_key: str) -> dict:
     Args:
         issue_key: The issue key, e.g. "PAY-12".
     """
-    return _detail(_issue(db, issue_key))
+    return _detail(_issue(db, issue_key, *_DETAIL_LOAD))
 
 
 @env.tool
@@ -289,7 +315,7 @@ def search_issues(
         "key": [Issue.project_id],
     }[sort_by]
     total = db.scalar(select(func.count()).select_from(query.subquery()))
-    issues = db.scalars(query.order_by(*order, Issue.id).limit(limit))
+    issues = db.scalars(query.options(*_SUMMARY_LOAD).order_by(*order, Issue.id).limit(limit))
     return {"total_matches": total, "issues": [_summary(i) for i in issues]}
 
 
@@ -336,7 +362,14 @@ def get_project(db: Session, project_key: str) -> dict:
     Args:
         project_key: The project key, e.g. "MOB".
     """
-    project = _project(db, project_key)
+    project = _project(
+        db,
+        project_key,
+        joinedload(Project.lead),
+        selectinload(Project.memberships).joinedload(Membership.user),
+        selectinload(Project.sprints),
+    )
+    committed = _committed_points_by_sprint(db, project.sprints)
     counts = db.execute(
         select(Issue.status, func.count()).where(Issue.project_id == project.id).group_by(Issue.status)
     )
@@ -353,7 +386,7 @@ def get_project(db: Session, project_key: str) -> dict:
             }
             for m in project.memberships
         ],
-        "sprints": [_sprint_brief(db, s) for s in project.sprints],
+        "sprints": [_sprint_brief(s, committed[s.id]) for s in project.sprints],
         "issues_by_status": {status: 0 for status in TRANSITIONS} | dict(counts.all()),
     }
 
@@ -365,10 +398,13 @@ def get_sprint(db: Session, sprint_id: int) -> dict:
     Args:
         sprint_id: The sprint's id.
     """
-    sprint = _sprint(db, sprint_id)
+    sprint = _sprint(
+        db, sprint_id, joinedload(Sprint.project), selectinload(Sprint.issues).options(*_SUMMARY_LOAD)
+    )
+    committed = sum(i.story_points or 0 for i in sprint.issues)
     completed = sum(i.story_points or 0 for i in sprint.issues if i.status == "done")
     return {
-        **_sprint_brief(db, sprint),
+        **_sprint_brief(sprint, committed),
         "project_key": sprint.project.key,
         "completed_points": completed,
         "issues": [_summary(i) for i in sprint.issues],
@@ -383,7 +419,7 @@ def project_report(db: Session, project_key: str) -> dict:
     Args:
         project_key: The project key, e.g. "OPS".
     """
-    project = _project(db, project_key)
+    project = _project(db, project_key, selectinload(Project.sprints).selectinload(Sprint.issues))
     unfinished = _unfinished_issues(db, project)
     workload: dict[int, dict[str, Any]] = {}
     for issue in sorted((i for i in unfinished if i.assignee), key=lambda i: i.assignee.name):
