@@ -184,3 +184,52 @@ def test_hash_ignores_insertion_order_and_diff_names_rows() -> None:
     assert diff.changed == [
         {"key": {"id": 2}, "before": {"id": 2, "v": "b"}, "after": {"id": 2, "v": "B"}, "columns": ["v"]}
     ]
+
+
+def _full(state_conn: sqlite3.Connection, seed: sqlite3.Connection) -> tuple[str, dict]:
+    """Hash and diff computed from scratch, over every table (what the tracked versions must equal)."""
+    changes = diff_states(seed, state_conn)
+    return state_hash(state_conn), {t: d.to_dict() for t, d in changes.items()}
+
+
+def test_tracked_hash_and_diff_equal_a_full_recomputation() -> None:
+    """Hash and diff only revisit tables the episode may have written; that must never miss a change:
+    raw SQL, a trigger writing elsewhere, an ON DELETE CASCADE, a table a tool creates, a rolled-back
+    write, a snapshot restored."""
+    store = StateStore(load_path(TESTBED))
+    state = store.create()
+    assert state.pristine and state.diff() == {} and state.state_hash() == store.seed_hash
+    conn = state.conn
+    conn.execute("CREATE TABLE audit (id INTEGER PRIMARY KEY, what TEXT)")
+    conn.execute(
+        "CREATE TABLE holds (id INTEGER PRIMARY KEY, entry_id REFERENCES entries(id) ON DELETE CASCADE)"
+    )
+    conn.execute(
+        "CREATE TRIGGER log AFTER UPDATE ON accounts BEGIN INSERT INTO audit (what) VALUES (NEW.id); END"
+    )
+    conn.commit()
+    assert not state.pristine  # a schema change alone writes no row
+    for amount in (1, 2, 3):
+        assert execute_tool(store.env, state, "deposit", {"account_id": 5, "amount": amount}).ok
+    conn.execute("INSERT INTO holds (entry_id) SELECT id FROM entries")
+    conn.commit()
+    snap = state.snapshot()
+    conn.execute("UPDATE accounts SET balance = balance + 1 WHERE id = 2")
+    conn.execute("DELETE FROM entries")
+    conn.commit()
+    conn.execute("UPDATE accounts SET balance = 0")
+    conn.rollback()
+    expected_hash, expected_diff = _full(conn, store.master)
+    assert state.state_hash() == expected_hash
+    assert state.diff() == expected_diff
+    assert set(expected_diff) == {"audit", "accounts"}  # entries and holds are back to empty
+    since_snapshot = state.diff(snap, "current")
+    assert len(since_snapshot["holds"]["deleted"]) == len(since_snapshot["entries"]["deleted"]) == 3
+    state.restore(snap)
+    assert not state.pristine
+    assert state.state_hash() == _full(conn, store.master)[0]
+    state.reset()
+    assert state.pristine and state.diff() == {} and state.state_hash() == store.seed_hash
+    assert execute_tool(store.env, state, "deposit", {"account_id": 1, "amount": 7}).ok
+    assert (state.state_hash(), state.diff()) == _full(conn, store.master)
+    store.close_all()

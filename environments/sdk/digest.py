@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,12 +58,40 @@ def table_hash(conn: sqlite3.Connection, table: str) -> str:
     return digest.hexdigest()
 
 
-def state_hash(conn: sqlite3.Connection) -> str:
-    """Canonical digest of all tables: equal contents give equal hashes whatever the insertion order."""
+def table_hashes(conn: sqlite3.Connection) -> dict[str, str]:
+    """``table_hash`` of every table."""
+    return {table: table_hash(conn, table) for table in list_tables(conn)}
+
+
+def state_hash(conn: sqlite3.Connection, known: Mapping[str, str] | None = None) -> str:
+    """Canonical digest of all tables: equal contents give equal hashes whatever the insertion order.
+
+    ``known`` maps tables whose hash the caller already has (because they cannot have changed) to it.
+    """
+    known = known or {}
     digest = hashlib.sha256()
     for table in list_tables(conn):
-        digest.update(f"{table}:{table_hash(conn, table)}\n".encode())
+        table_digest = known.get(table) or table_hash(conn, table)
+        digest.update(f"{table}:{table_digest}\n".encode())
     return digest.hexdigest()
+
+
+def dependent_tables(conn: sqlite3.Connection, tables: Iterable[str]) -> set[str]:
+    """``tables`` plus every table that a foreign-key action (cascade, set null/default) on one of them
+    can write."""
+    references: dict[str, set[str]] = {}
+    for table in list_tables(conn):
+        for row in conn.execute(f'PRAGMA foreign_key_list("{table}")'):
+            on_update, on_delete = row[5], row[6]
+            if {on_update.upper(), on_delete.upper()} - {"NO ACTION", "RESTRICT"}:
+                references.setdefault(row[2], set()).add(table)
+    closure, frontier = set(tables), list(tables)
+    while frontier:
+        for child in references.get(frontier.pop(), ()):
+            if child not in closure:
+                closure.add(child)
+                frontier.append(child)
+    return closure
 
 
 @dataclass
@@ -80,14 +109,21 @@ class TableDiff:
         return {"inserted": self.inserted, "deleted": self.deleted, "changed": self.changed}
 
 
-def diff_states(before: sqlite3.Connection, after: sqlite3.Connection) -> dict[str, TableDiff]:
+def diff_states(
+    before: sqlite3.Connection, after: sqlite3.Connection, only: Iterable[str] | None = None
+) -> dict[str, TableDiff]:
     """Row-level differences from ``before`` to ``after``; tables without changes are omitted.
 
+    ``only`` restricts the comparison to those tables (the caller knows the others are equal); a table
+    present on one side only is always reported.
     A changed row is reported as ``{"key": {...pk...}, "before": {...}, "after": {...}, "columns": [...]}``.
     """
     result: dict[str, TableDiff] = {}
     before_tables, after_tables = set(list_tables(before)), set(list_tables(after))
-    for table in sorted(before_tables | after_tables):
+    compared = before_tables | after_tables
+    if only is not None:
+        compared = (compared & set(only)) | (before_tables ^ after_tables)
+    for table in sorted(compared):
         pk = primary_key(after if table in after_tables else before, table)
 
         def keyed(

@@ -18,9 +18,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.orm import Session
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.pool import NullPool, StaticPool
 
 from environments.sdk import digest
 from environments.sdk.environment import Environment
@@ -97,6 +97,55 @@ def _copy_database(source: sqlite3.Connection, target: sqlite3.Connection) -> No
     source.backup(target)
 
 
+_TABLE_WRITES = frozenset({sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE})
+_SCHEMA_WRITES = frozenset({sqlite3.SQLITE_CREATE_TABLE, sqlite3.SQLITE_DROP_TABLE})
+
+
+class _EpisodeEngine:
+    """One SQLAlchemy engine for every episode of a store, so SQL is compiled (and cached) once per
+    environment rather than once per episode: a fresh episode's first tool calls run at warm speed.
+
+    Each episode checks out one engine ``Connection`` over its own sqlite3 connection and keeps it for
+    its whole life; with ``NullPool`` a checkout calls the creator, which hands over that connection.
+    """
+
+    def __init__(self) -> None:
+        self._handover: sqlite3.Connection | None = None
+        self.engine = create_engine("sqlite://", creator=self._take, poolclass=NullPool)
+
+    def _take(self) -> sqlite3.Connection:
+        conn, self._handover = self._handover, None
+        if conn is None:
+            raise RuntimeError("episode connections are opened through _EpisodeEngine.connect()")
+        return conn
+
+    def connect(self, conn: sqlite3.Connection) -> Connection:
+        self._handover = conn
+        try:
+            return self.engine.connect()
+        finally:
+            self._handover = None
+
+
+class _WriteTracker:
+    """SQLite authorizer recording every table a statement prepared on the connection may write.
+
+    SQLite consults it when a statement is compiled (triggers included), so the set is a superset of the
+    tables changed on this connection since it was opened; ``reset``/``restore`` copy pages with the
+    backup API and write no rows. Hash and diff then only need to look at these tables.
+    """
+
+    def __init__(self) -> None:
+        self.tables: set[str] = set()
+
+    def __call__(self, action: int, arg1: str | None, arg2: str | None, *_where: str | None) -> int:
+        if action in _TABLE_WRITES or action in _SCHEMA_WRITES:
+            self.tables.add(arg1 or "")
+        elif action == sqlite3.SQLITE_ALTER_TABLE:
+            self.tables.add(arg2 or "")
+        return sqlite3.SQLITE_OK
+
+
 class EpisodeState:
     """One isolated database for one episode, with reset, snapshots, hash and diff."""
 
@@ -111,20 +160,19 @@ class EpisodeState:
         else:
             self.conn = sqlite3.connect(":memory:", check_same_thread=False)
             _copy_database(store.master, self.conn)
+        self._writes = _WriteTracker()
+        self.conn.set_authorizer(self._writes)
         _enable_foreign_keys(self.conn)
-        self._engine: Engine | None = None
+        self._seed_mark: tuple[int, int] | None = self._change_mark()
+        self._connection: Connection | None = None
         self._snapshots: dict[str, sqlite3.Connection] = {}
-
-    @property
-    def engine(self) -> Engine:
-        if self._engine is None:
-            self._engine = _sqlite_engine(self.conn)
-        return self._engine
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:
         """A session whose writes commit together on success and roll back on any exception."""
-        with Session(self.engine, expire_on_commit=False) as db:
+        if self._connection is None:
+            self._connection = self.store.episode_engine.connect(self.conn)
+        with Session(bind=self._connection, expire_on_commit=False) as db:
             try:
                 yield db
                 db.commit()
@@ -135,6 +183,23 @@ class EpisodeState:
     def reset(self) -> None:
         """Restore the seed contents (snapshots are kept)."""
         _copy_database(self.store.master, self.conn)
+        self._seed_mark = self._change_mark()
+
+    def _change_mark(self) -> tuple[int, int]:
+        # ``total_changes`` counts every row written through the connection (rolled back or not) and the
+        # schema cookie moves with any DDL, so while both stay put the contents have not changed.
+        return self.conn.total_changes, self.conn.execute("PRAGMA schema_version").fetchone()[0]
+
+    @property
+    def pristine(self) -> bool:
+        """Whether the current contents are certainly the seed's (nothing written since create/reset)."""
+        return self._seed_mark == self._change_mark()
+
+    def written_tables(self) -> set[str]:
+        """Tables that may differ between any two states of this episode (seed, snapshots, current)."""
+        if not self._writes.tables:
+            return set()
+        return digest.dependent_tables(self.conn, self._writes.tables)
 
     def snapshot(self) -> str:
         """Copy the current contents aside; returns the snapshot id."""
@@ -147,6 +212,7 @@ class EpisodeState:
     def restore(self, snapshot_id: str) -> None:
         """Make the contents equal to a snapshot taken earlier (or ``"seed"``)."""
         _copy_database(self._resolve(snapshot_id), self.conn)
+        self._seed_mark = self._change_mark() if snapshot_id == SEED_REF else None
 
     def _resolve(self, ref: str) -> sqlite3.Connection:
         if ref == SEED_REF:
@@ -160,19 +226,36 @@ class EpisodeState:
                 f"unknown snapshot {ref!r} (known: seed, current, {', '.join(self._snapshots)})"
             ) from None
 
+    def _is_seed(self, ref: str) -> bool:
+        return ref == SEED_REF or (ref == CURRENT_REF and self.pristine)
+
     def state_hash(self, ref: str = CURRENT_REF) -> str:
-        """Canonical digest of all tables of the current state (or of a snapshot)."""
-        return digest.state_hash(self._resolve(ref))
+        """Canonical digest of all tables of the current state (or of a snapshot).
+
+        Only tables this episode may have written are hashed again; the others keep the seed's hash.
+        """
+        conn = self._resolve(ref)
+        if self._is_seed(ref):
+            return self.store.seed_hash
+        written = self.written_tables()
+        known = {t: h for t, h in self.store.seed_table_hashes.items() if t not in written}
+        return digest.state_hash(conn, known)
 
     def diff(self, before: str = SEED_REF, after: str = CURRENT_REF) -> dict[str, dict[str, Any]]:
-        """Rows inserted/deleted/changed from ``before`` to ``after``, by table and primary key."""
-        changes = digest.diff_states(self._resolve(before), self._resolve(after))
+        """Rows inserted/deleted/changed from ``before`` to ``after``, by table and primary key.
+
+        Only tables this episode may have written are compared (empty at once while it is pristine).
+        """
+        old, new = self._resolve(before), self._resolve(after)
+        if old is new or (self._is_seed(before) and self._is_seed(after)):
+            return {}
+        changes = digest.diff_states(old, new, only=self.written_tables())
         return {table: d.to_dict() for table, d in changes.items()}
 
     def close(self) -> None:
         """Release the connection, snapshots and any scratch file."""
-        if self._engine is not None:
-            self._engine.dispose()
+        if self._connection is not None:
+            self._connection.close()
         for snap in self._snapshots.values():
             snap.close()
         self._snapshots.clear()
@@ -202,7 +285,9 @@ class StateStore:
             self.master = sqlite3.connect(":memory:", check_same_thread=False)
             source.backup(self.master)
             source.close()
-        self.seed_hash = digest.state_hash(self.master)
+        self.seed_table_hashes = digest.table_hashes(self.master)
+        self.seed_hash = digest.state_hash(self.master, self.seed_table_hashes)
+        self.episode_engine = _EpisodeEngine()
         self.states: dict[str, EpisodeState] = {}
 
     def create(self, state_id: str | None = None) -> EpisodeState:
@@ -230,6 +315,7 @@ class StateStore:
         for state_id in list(self.states):
             self.close(state_id)
         self.master.close()
+        self.episode_engine.engine.dispose()
         if self.file_backed:
             shutil.rmtree(self.scratch_dir, ignore_errors=True)
 
