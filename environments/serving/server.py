@@ -189,7 +189,7 @@ class EnvServer:
 
     async def _sample(self, request: Request) -> Response:
         rows = int(request.query_params.get("rows", "5"))
-        return JSONResponse(json.loads(json.dumps(self.store.sample(rows), default=str)))
+        return _json_response(self.store.sample(rows))
 
     async def _create(self, request: Request) -> Response:
         body = await _json_body(request)
@@ -220,13 +220,13 @@ class EnvServer:
         state = self.store.get(request.path_params["sid"])
         before = request.query_params.get("before", "seed")
         after = request.query_params.get("after", "current")
-        return JSONResponse(json.loads(json.dumps({"diff": state.diff(before, after)}, default=str)))
+        return _json_response({"diff": state.diff(before, after)})
 
     async def _call(self, request: Request) -> Response:
         body = await _json_body(request)
         state = self.store.get(request.path_params["sid"])
         outcome = execute_tool(self.env, state, body["name"], body.get("arguments") or {})
-        return JSONResponse(json.loads(json.dumps({"ok": outcome.ok, "value": outcome.value}, default=str)))
+        return _json_response({"ok": outcome.ok, "value": outcome.value})
 
 
 class _SessionGate:
@@ -243,6 +243,12 @@ class _SessionGate:
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+
+def _json_response(content: Any) -> Response:
+    """JSON in one pass, values JSON lacks (dates, decimals) as strings."""
+    body = json.dumps(content, separators=(",", ":"), default=str, ensure_ascii=False)
+    return Response(body, media_type="application/json")
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
