@@ -9,6 +9,7 @@ is unique in that list, so the request can name it without ambiguity.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,16 +59,15 @@ def _item_selector(output: Any, rng: random.Random) -> tuple[str, int, tuple[str
     if path is None:
         return None
     items = output if path == "" else output[path]
+    item_fields = [scalar_fields(item) for item in items]
+    counts = Counter(pair for fields in item_fields for pair in fields.items())
     order = list(range(len(items)))
     rng.shuffle(order)
     for index in order[:4]:
-        fields = scalar_fields(items[index])
         unique = [
             (name, value)
-            for name, value in fields.items()
-            if value is not None
-            and not isinstance(value, float)
-            and sum(1 for other in items if scalar_fields(other).get(name) == value) == 1
+            for name, value in item_fields[index].items()
+            if value is not None and not isinstance(value, float) and counts[name, value] == 1
         ]
         if unique:
             unique.sort(key=lambda pair: (pair[0] not in ("id", "key", "code"), pair[0]))

@@ -7,6 +7,7 @@ task that "returned nothing".
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -35,20 +36,42 @@ class ToolRunner(Protocol):
     async def diff(self) -> dict[str, Any]: ...
 
 
-class LeaseRunner:
-    """A ``ToolRunner`` over a pool lease (control-plane calls; the agent's MCP session is not used)."""
+SeedMemo = dict[tuple[str, str], StepOutcome]
 
-    def __init__(self, lease: Lease, mutating: frozenset[str] = frozenset()) -> None:
+
+class LeaseRunner:
+    """A ``ToolRunner`` over a pool lease (control-plane calls; the agent's MCP session is not used).
+
+    With a ``memo`` (shared by runners of the same environment version), a read-only call made while the
+    session is still at the seed state is answered from an earlier identical call. Synthesis uses that
+    only while *exploring*: every kept task's reference is then executed for real in a fresh session,
+    which also catches any tool whose output is not a function of state and arguments.
+    """
+
+    def __init__(
+        self, lease: Lease, mutating: frozenset[str] | None = None, *, memo: SeedMemo | None = None
+    ) -> None:
+        """``mutating`` names the tools that can write; unknown (``None``), any call may have written."""
         self.lease = lease
         self.mutating = mutating
+        self.memo = memo
         self.dirty = False
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> StepOutcome:
         """Run one tool; a read-only tool cannot change the state (the server enforces it), so only a
         call to a tool in ``mutating`` makes the next ``reset`` necessary."""
+        writes = self.mutating is None or tool in self.mutating
+        key = None
+        if self.memo is not None and not self.dirty and not writes:
+            key = (tool, json.dumps(arguments, sort_keys=True, default=str))
+            if (known := self.memo.get(key)) is not None:
+                return known
         result = await self.lease.call_as_arena(tool, arguments)
-        self.dirty |= tool in self.mutating
-        return StepOutcome(bool(result["ok"]), result["value"])
+        self.dirty |= writes
+        outcome = StepOutcome(bool(result["ok"]), result["value"])
+        if key is not None and self.memo is not None:
+            self.memo[key] = outcome
+        return outcome
 
     async def reset(self, *, force: bool = False) -> None:
         """Back to the seed state if a mutating tool ran since the last reset (or always, with ``force``)."""
@@ -57,7 +80,8 @@ class LeaseRunner:
             self.dirty = False
 
     async def diff(self) -> dict[str, Any]:
-        return await self.lease.diff()
+        """The session's changes since the seed; none, without asking, while no mutating tool ran."""
+        return await self.lease.diff() if self.dirty else {}
 
     async def info(self) -> dict[str, Any]:
         return await self.lease.worker.control.info()

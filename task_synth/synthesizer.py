@@ -27,7 +27,7 @@ from task_synth.profile import EnvProfile, discover
 from task_synth.program import SolutionFailed, execute, resolve, run_fresh
 from task_synth.programs import sample_program
 from task_synth.quality import MIN_PROBES, answer_probes, signature, state_probes
-from task_synth.runner import LeaseRunner
+from task_synth.runner import LeaseRunner, SeedMemo
 from task_synth.values import canonical
 from task_synth.verify import normalize_diff, rule_for, verify
 from task_synth.wording import chain_request, leaks, literal_values, program_request
@@ -92,6 +92,7 @@ class _Run:
         self.tried_per_level: Counter[int] = Counter()
         self.signatures: set[tuple[str, ...]] = set()
         self.requests: set[str] = set()
+        self.seed_memo: SeedMemo = {}
 
     @property
     def done(self) -> bool:
@@ -263,7 +264,8 @@ async def _worker(pool: EnvPool, run: _Run, index: int, progress: Callable[[int]
     rng = random.Random(run.seed * 1_000 + index)
     mutating = run.profile.mutating
     async with pool.session(run.profile.env) as walk_lease, pool.session(run.profile.env) as check_lease:
-        walk, check = LeaseRunner(walk_lease, mutating), LeaseRunner(check_lease, mutating)
+        walk = LeaseRunner(walk_lease, mutating, memo=run.seed_memo)
+        check = LeaseRunner(check_lease, mutating)
         while not run.done:
             level = run.next_level()
             if level is None:
