@@ -182,7 +182,12 @@ CORPUS: dict[str, dict[str, Spec]] = {
             {"tier": "premium", "kyc_status": "verified"},
             {"tier": "gold"},
         ],
-        "get_customer": ["SELECT id AS customer_id FROM customers", {"customer_id": 99999}],
+        "get_customer": [
+            "SELECT id AS customer_id FROM customers",
+            "SELECT a.customer_id FROM transactions t JOIN accounts a ON a.id = t.account_id"
+            " WHERE t.posted_on = '2026-06-15' AND t.kind IN ('payment', 'transfer_out') GROUP BY 1",
+            {"customer_id": 99999},
+        ],
         "get_account": ["SELECT id AS account_id FROM accounts", {"account_id": 99999}],
         "search_transactions": [
             "SELECT id AS account_id FROM accounts",
@@ -346,6 +351,9 @@ CORPUS: dict[str, dict[str, Spec]] = {
         "get_order": [
             "SELECT o.id AS order_id FROM orders o JOIN order_items i ON i.order_id = o.id"
             " JOIN returns r ON r.order_item_id = i.id GROUP BY 1",
+            "SELECT i.order_id FROM returns r JOIN order_items i ON i.id = r.order_item_id GROUP BY 1"
+            " HAVING count(*) > 1 OR max(r.status = 'rejected')",
+            "SELECT min(id) AS order_id FROM orders GROUP BY status",
             "SELECT id AS order_id FROM orders",
             {"order_id": 99999},
         ],
@@ -369,9 +377,19 @@ CORPUS: dict[str, dict[str, Spec]] = {
             "SELECT c.id AS customer_id, json_array(json_object('product_id', p.id, 'quantity', 1),"
             " json_object('product_id', p.id % 55 + 1, 'quantity', 3)) AS items, code AS coupon_code"
             " FROM customers c JOIN products p ON p.id = c.id % 55 + 1 JOIN coupons ON 1",
+            "SELECT 1 AS customer_id, json_array(json_object('product_id', id, 'quantity', 1),"
+            " json_object('product_id', 99999, 'quantity', 1)) AS items FROM products WHERE NOT active",
+            "SELECT 1 AS customer_id, json_array(json_object('product_id', 1, 'quantity', 1),"
+            " json_object('product_id', id, 'quantity', 1)) AS items FROM products"
+            " WHERE NOT active OR stock < 3",
+            {"customer_id": 1, "items": [{"product_id": 1, "quantity": 1}, {"product_id": 1, "quantity": 2}]},
             {"customer_id": 1, "items": []},
         ],
-        "cancel_order": ["SELECT id AS order_id, 'Changed mind' AS reason FROM orders", {"order_id": 99999}],
+        "cancel_order": [
+            "SELECT id AS order_id, 'Changed mind' AS reason FROM orders",
+            "SELECT id AS order_id FROM orders WHERE status = 'placed' ORDER BY coupon_code IS NULL, id",
+            {"order_id": 99999},
+        ],
         "ship_order": [
             "SELECT id AS order_id, 'UPS' AS carrier FROM orders WHERE status <> 'delivered'",
             {"order_id": 1, "carrier": "Pony"},
