@@ -45,6 +45,16 @@ def table_rows(conn: sqlite3.Connection, table: str, limit: int | None = None) -
     return [dict(zip(columns, map(_canonical_value, row), strict=True)) for row in cursor]
 
 
+def _keyed_rows(
+    conn: sqlite3.Connection, table: str, pk: list[str]
+) -> tuple[list[str], dict[tuple[Any, ...], tuple[Any, ...]]]:
+    """Column names and raw rows of ``table`` keyed by their primary-key values."""
+    cursor = conn.execute(f'SELECT * FROM "{table}"')
+    columns = [d[0] for d in cursor.description]
+    index = [columns.index(k) for k in pk]
+    return columns, {tuple(row[i] for i in index): row for row in cursor}
+
+
 def _row_json(row: dict[str, Any]) -> str:
     return json.dumps(row, sort_keys=True, separators=(",", ":"), default=str)
 
@@ -125,25 +135,30 @@ def diff_states(
         compared = (compared & set(only)) | (before_tables ^ after_tables)
     for table in sorted(compared):
         pk = primary_key(after if table in after_tables else before, table)
+        old_columns, old = _keyed_rows(before, table, pk) if table in before_tables else ([], {})
+        new_columns, new = _keyed_rows(after, table, pk) if table in after_tables else ([], {})
+        same_layout = old_columns == new_columns
 
-        def keyed(
-            conn: sqlite3.Connection, present: set[str], table: str = table, pk: list[str] = pk
-        ) -> dict:
-            if table not in present:
-                return {}
-            return {_row_json({k: row[k] for k in pk}): row for row in table_rows(conn, table)}
+        def record(columns: list[str], row: tuple[Any, ...]) -> dict[str, Any]:
+            return dict(zip(columns, map(_canonical_value, row), strict=True))
 
-        old, new = keyed(before, before_tables), keyed(after, after_tables)
+        def label(key: tuple[Any, ...], pk: list[str] = pk) -> str:
+            return _row_json(dict(zip(pk, map(_canonical_value, key), strict=True)))
+
         diff = TableDiff()
-        for key in sorted(new.keys() - old.keys()):
-            diff.inserted.append(new[key])
-        for key in sorted(old.keys() - new.keys()):
-            diff.deleted.append(old[key])
-        for key in sorted(old.keys() & new.keys()):
-            if old[key] != new[key]:
-                columns = sorted(c for c in new[key] if old[key].get(c) != new[key][c])
+        for key in sorted(new.keys() - old.keys(), key=label):
+            diff.inserted.append(record(new_columns, new[key]))
+        for key in sorted(old.keys() - new.keys(), key=label):
+            diff.deleted.append(record(old_columns, old[key]))
+        # Raw tuples compare like their canonical forms (2.0 == 2, equal bytes); only rows that
+        # differ are turned into dicts.
+        differing = [k for k in old.keys() & new.keys() if not (same_layout and old[k] == new[k])]
+        for key in sorted(differing, key=label):
+            was, now = record(old_columns, old[key]), record(new_columns, new[key])
+            if was != now:
+                columns = sorted(c for c in now if was.get(c) != now[c])
                 diff.changed.append(
-                    {"key": json.loads(key), "before": old[key], "after": new[key], "columns": columns}
+                    {"key": json.loads(label(key)), "before": was, "after": now, "columns": columns}
                 )
         if not diff.is_empty():
             result[table] = diff
