@@ -404,6 +404,8 @@ CORPUS: dict[str, dict[str, Spec]] = {
             " JOIN orders o ON o.id = i.order_id WHERE o.status = 'delivered' ORDER BY o.placed_on DESC",
             "SELECT i.order_id, i.product_id, i.quantity + 1 AS quantity, 'damaged' AS reason"
             " FROM order_items i",
+            "SELECT i.order_id, i.product_id, i.quantity, 'wrong_item' AS reason FROM returns r"
+            " JOIN order_items i ON i.id = r.order_item_id ORDER BY r.status = 'rejected' DESC, r.id DESC",
             {"order_id": 1, "product_id": 1, "quantity": 0, "reason": "damaged"},
         ],
         "process_return": [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import date, timedelta
 from typing import Annotated, Any, Literal
 
@@ -58,37 +59,43 @@ def _label(product: Product) -> str:
     return f"product {product.id} ({product.name})"
 
 
-def _returned_quantities(db: Session, order_id: int) -> dict[int, int]:
-    """Units of each item of an order already returned or awaiting a return decision."""
+def _returned_quantities(returns: Iterable[Return]) -> dict[int, int]:
+    """Units of each order item already returned or awaiting a return decision (rejected ones don't count)."""
+    returned: dict[int, int] = {}
+    for ret in returns:
+        if ret.status != "rejected":
+            returned[ret.order_item_id] = returned.get(ret.order_item_id, 0) + ret.quantity
+    return returned
+
+
+def _order_detail(db: Session, order_id: int) -> dict[str, Any]:
+    """An order with its customer's name, items, shipment, return deadline and returns (NOT_FOUND if none)."""
     rows = db.execute(
-        select(Return.order_item_id, func.sum(Return.quantity))
-        .join(OrderItem, Return.order_item_id == OrderItem.id)
-        .where(OrderItem.order_id == order_id, Return.status != "rejected")
-        .group_by(Return.order_item_id)
-    )
-    return {item_id: quantity for item_id, quantity in rows}
-
-
-def _order_detail(db: Session, order: Order) -> dict[str, Any]:
-    """An order with its customer's name, items, shipment, return deadline and returns."""
-    items = db.execute(
-        select(OrderItem, Product.name, Product.category)
-        .join(Product, OrderItem.product_id == Product.id)
-        .where(OrderItem.order_id == order.id)
-        .order_by(OrderItem.id)
+        select(Order, Customer.name, Shipment, OrderItem, Product.name, Product.category, Return)
+        .join(Customer, Order.customer_id == Customer.id)
+        .outerjoin(Shipment, Shipment.order_id == Order.id)
+        .outerjoin(OrderItem, OrderItem.order_id == Order.id)
+        .outerjoin(Product, OrderItem.product_id == Product.id)
+        .outerjoin(Return, Return.order_item_id == OrderItem.id)
+        .where(Order.id == order_id)
+        .order_by(OrderItem.id, Return.id)
     ).all()
-    returned = _returned_quantities(db, order.id)
-    shipment = db.scalar(select(Shipment).where(Shipment.order_id == order.id))
+    if not rows:
+        raise NotFound(f"no order with id {order_id!r}")
+    order, customer_name, shipment = rows[0][:3]
+    items: dict[int, tuple[OrderItem, str, str]] = {}
+    returns: list[Return] = []
+    for *_, item, name, category, ret in rows:
+        if item is not None:
+            items[item.id] = (item, name, category)
+        if ret is not None:
+            returns.append(ret)
+    returns.sort(key=lambda ret: ret.id)
+    returned = _returned_quantities(returns)
     delivered = shipment.delivered_on if shipment else None
-    returns = db.scalars(
-        select(Return)
-        .join(OrderItem, Return.order_item_id == OrderItem.id)
-        .where(OrderItem.order_id == order.id)
-        .order_by(Return.id)
-    )
     return {
         **orm_to_dict(order),
-        "customer_name": get_or_raise(db, Customer, order.customer_id).name,
+        "customer_name": customer_name,
         "items": [
             {
                 **orm_to_dict(item),
@@ -97,7 +104,7 @@ def _order_detail(db: Session, order: Order) -> dict[str, Any]:
                 "line_total": money(item.unit_price * item.quantity),
                 "returned_quantity": returned.get(item.id, 0),
             }
-            for item, name, category in items
+            for item, name, category in items.values()
         ],
         "shipment": orm_to_dict(shipment) if shipment else None,
         "return_deadline": delivered + timedelta(days=RETURN_WINDOW_DAYS) if delivered else None,
@@ -213,7 +220,7 @@ def get_order(db: Session, order_id: int) -> dict:
     Args:
         order_id: The order's id.
     """
-    return _order_detail(db, get_or_raise(db, Order, order_id))
+    return _order_detail(db, order_id)
 
 
 @env.tool
@@ -370,7 +377,7 @@ def place_order(
     if coupon:
         coupon.times_used += 1
     db.flush()
-    return _order_detail(db, order)
+    return _order_detail(db, order.id)
 
 
 def _usable_coupon(db: Session, code: str, subtotal: float) -> Coupon:
@@ -408,7 +415,7 @@ def cancel_order(db: Session, order_id: int, reason: str | None = None) -> dict:
         get_or_raise(db, Coupon, order.coupon_code).times_used -= 1
     order.status, order.cancel_reason = "cancelled", reason
     db.flush()
-    return _order_detail(db, order)
+    return _order_detail(db, order.id)
 
 
 @env.tool(mutates=True)
@@ -489,7 +496,8 @@ def request_return(
     product = get_or_raise(db, Product, product_id)
     if product.category in FINAL_SALE_CATEGORIES:
         raise Forbidden(f"{_label(product)} is a final-sale {product.category} item and cannot be returned")
-    returnable = item.quantity - _returned_quantities(db, order_id).get(item.id, 0)
+    item_returns = db.scalars(select(Return).where(Return.order_item_id == item.id))
+    returnable = item.quantity - _returned_quantities(item_returns).get(item.id, 0)
     if quantity > returnable:
         raise ValidationFailed(
             f"only {returnable} of {item.quantity} unit(s) of {_label(product)} on order {order_id} "
