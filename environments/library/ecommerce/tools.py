@@ -342,7 +342,11 @@ def place_order(
     product_ids = [line.product_id for line in items]
     if len(set(product_ids)) != len(product_ids):
         raise ValidationFailed("each product may appear on only one line of an order; merge the quantities")
-    products = [get_or_raise(db, Product, line.product_id) for line in items]
+    found = {p.id: p for p in db.scalars(select(Product).where(Product.id.in_(product_ids)))}
+    missing = next((product_id for product_id in product_ids if product_id not in found), None)
+    if missing is not None:
+        raise NotFound(f"no product with id {missing!r}")
+    products = [found[product_id] for product_id in product_ids]
     for line, product in zip(items, products, strict=True):
         if not product.active:
             raise PreconditionFailed(f"{_label(product)} is discontinued and cannot be ordered")
@@ -409,8 +413,13 @@ def cancel_order(db: Session, order_id: int, reason: str | None = None) -> dict:
         raise PreconditionFailed(
             f"order {order_id} is {order.status} and can no longer be cancelled; request a return"
         )
-    for item in db.scalars(select(OrderItem).where(OrderItem.order_id == order_id)):
-        get_or_raise(db, Product, item.product_id).stock += item.quantity
+    ordered = db.execute(
+        select(Product, OrderItem.quantity)
+        .join(OrderItem, OrderItem.product_id == Product.id)
+        .where(OrderItem.order_id == order_id)
+    )
+    for product, quantity in ordered:
+        product.stock += quantity
     if order.coupon_code:
         get_or_raise(db, Coupon, order.coupon_code).times_used -= 1
     order.status, order.cancel_reason = "cancelled", reason
