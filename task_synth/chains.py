@@ -123,6 +123,8 @@ async def sample_chain(
     low, high = knobs.chain_length
     length = rng.randint(low, high)
     writes_anywhere = write_heavy(profile)
+    if end_with_write and not writes_anywhere:
+        length = max(length, 2)  # a walk starts with a read, so a write task needs a second step
     starts = [
         t
         for t in profile.tools.values()
@@ -139,15 +141,20 @@ async def sample_chain(
         return None
     profile.observe(start.name, first.value)
     chain = Chain([CallStep(tool=start.name, arguments=arguments)], [first.value], [StepInfo(None)])
-    while len(chain.steps) < length:
-        last = len(chain.steps) == length - 1
-        want_mutation = end_with_write and last
-        edges = [
+
+    def out_edges(mutation: bool) -> list[Edge]:
+        return [
             e
             for e in graph.out_edges(chain.steps[-1].tool)
-            if profile.tools[e.dst].mutates == want_mutation or (writes_anywhere and not want_mutation)
+            if profile.tools[e.dst].mutates == mutation or (writes_anywhere and not mutation)
         ]
-        if not await _extend(runner, profile, chain, edges, knobs, rng):
+
+    while len(chain.steps) < length:
+        want_mutation = end_with_write and len(chain.steps) == length - 1
+        if not await _extend(runner, profile, chain, out_edges(want_mutation), knobs, rng):
+            # No way on: a write task long enough for its level can still end here with a write.
+            if end_with_write and not want_mutation and len(chain.steps) + 1 >= low:
+                await _extend(runner, profile, chain, out_edges(True), knobs, rng)
             break
         if profile.tools[chain.steps[-1].tool].mutates and not writes_anywhere:
             break

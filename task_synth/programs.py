@@ -15,12 +15,13 @@ from typing import Any
 from task_synth.arguments import fill_arguments, page_size
 from task_synth.graph import Edge, EdgeKind, ToolGraph
 from task_synth.model import AggregateStep, CallStep, Condition, ForEachStep, Knobs, Ref, Solution
-from task_synth.profile import EnvProfile
+from task_synth.profile import EnvProfile, ToolProfile
 from task_synth.runner import ToolRunner
 from task_synth.values import get_path, list_path, scalar_fields
 
 MIN_ITEMS = 3
 MAX_JOIN_ITEMS = 12
+LIST_FILTER_SHARES = (0.5, 0.25, 0.0)
 
 
 def _numeric_fields(items: list[dict[str, Any]]) -> list[str]:
@@ -63,21 +64,10 @@ async def sample_program(
     if not listers:
         return None
     lister = rng.choice(listers)
-    arguments = fill_arguments(lister, profile, rng, optional_share=0.5, fixed=page_size(lister))
-    if arguments is None:
+    listed = await _list(runner, profile, lister, rng)
+    if listed is None:
         return None
-    outcome = await runner.call(lister.name, arguments)
-    if not outcome.ok or outcome.empty:
-        return None
-    path = list_path(outcome.value)
-    if path is None:
-        return None
-    items = get_path(outcome.value, path)
-    limit = arguments.get("limit")
-    if len(items) < MIN_ITEMS or (limit is not None and len(items) >= limit):
-        return None
-    if len(items) > MAX_JOIN_ITEMS:
-        return None
+    arguments, path, items = listed
     joined = await _join(runner, profile, graph, lister.name, Ref(step=0, path=path), items, rng)
     if joined is None:
         return None
@@ -102,6 +92,28 @@ async def sample_program(
     )
     steps.append(step)
     return Solution(steps=steps, answer={_answer_key(step): Ref(step=len(steps) - 1)})
+
+
+async def _list(
+    runner: ToolRunner, profile: EnvProfile, lister: ToolProfile, rng: random.Random
+) -> tuple[dict[str, Any], str, list[Any]] | None:
+    """Call the lister with data-drawn filters until it returns a complete list of a joinable size
+    (fewer filters on each try, since most misses are lists too short or empty)."""
+    for share in LIST_FILTER_SHARES:
+        arguments = fill_arguments(lister, profile, rng, optional_share=share, fixed=page_size(lister))
+        if arguments is None:
+            return None
+        outcome = await runner.call(lister.name, arguments)
+        path = list_path(outcome.value) if outcome.ok and not outcome.empty else None
+        if path is None:
+            continue
+        items = get_path(outcome.value, path)
+        limit = arguments.get("limit")
+        if limit is not None and len(items) >= limit:
+            continue  # possibly cut short by paging: the aggregate would be wrong
+        if MIN_ITEMS <= len(items) <= MAX_JOIN_ITEMS:
+            return arguments, path, items
+    return None
 
 
 def _answer_key(step: AggregateStep) -> str:
