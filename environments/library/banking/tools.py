@@ -90,9 +90,12 @@ def _account_view(account: Account) -> dict[str, Any]:
     return {**_public(account), "available_balance": _money(available)}
 
 
-def _owner_name(db: Session, account: Account) -> str:
-    customer = _get(db, Customer, account.customer_id)
+def _full_name(customer: Customer) -> str:
     return f"{customer.first_name} {customer.last_name}"
+
+
+def _owner_name(db: Session, account: Account) -> str:
+    return _full_name(_get(db, Customer, account.customer_id))
 
 
 _COUNTERPARTY = aliased(Account)
@@ -232,12 +235,20 @@ def get_account(db: Session, account_id: int) -> dict:
     Args:
         account_id: The account's id.
     """
-    account = _get(db, Account, account_id)
-    cards = db.scalars(select(Card).where(Card.account_id == account_id).order_by(Card.id))
+    rows = db.execute(
+        select(Account, Customer, Card)
+        .join(Customer, Account.customer_id == Customer.id)
+        .outerjoin(Card, Card.account_id == Account.id)
+        .where(Account.id == account_id)
+        .order_by(Card.id)
+    ).all()
+    if not rows:
+        raise _not_found(Account, account_id)
+    account, owner, _ = rows[0]
     return {
         **_account_view(account),
-        "owner_name": _owner_name(db, account),
-        "cards": [_public(c) for c in cards],
+        "owner_name": _full_name(owner),
+        "cards": [_public(card) for *_, card in rows if card is not None],
     }
 
 
