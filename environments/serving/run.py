@@ -84,6 +84,10 @@ async def serve_http(server: EnvServer, listener: Listener) -> None:
         lifespan="on",
         timeout_keep_alive=120,
         backlog=2048,
+        # Nothing proxies these servers and nothing reads the client address or these headers.
+        proxy_headers=False,
+        server_header=False,
+        date_header=False,
     )
     http = uvicorn.Server(config)
     print(ready_line(server, listener, sock), flush=True)
