@@ -7,12 +7,14 @@ where the meeting takes place (its room's office, or the organizer's office for 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from datetime import date, datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import Field
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session, joinedload, selectinload
+from sqlalchemy.orm.interfaces import ORMOption
 
 from environments.sdk import NotFound, ValidationFailed, orm_to_dict
 
@@ -22,6 +24,7 @@ from .models import (
     WORK_END,
     WORK_START,
     Attendee,
+    Base,
     Department,
     Equipment,
     Meeting,
@@ -60,6 +63,21 @@ _MEETING_LOAD = (
     joinedload(Meeting.room).joinedload(Room.office),
     selectinload(Meeting.attendees),
 )
+# The same for ``get_meeting``, attendee names included.
+_MEETING_DETAIL_LOAD = (*_MEETING_LOAD, selectinload(Meeting.attendees).joinedload(Attendee.person))
+# A room with its office, and its meetings with what ``_meeting_dict`` reads besides that room.
+_ROOM_LOAD = (joinedload(Room.office),)
+_ROOM_MEETING_LOAD = (joinedload(Meeting.organizer), selectinload(Meeting.attendees))
+
+M = TypeVar("M", bound=Base)
+
+
+def _load_or_raise(db: Session, model: type[M], key: int, label: str, options: Sequence[ORMOption]) -> M:
+    """``get_or_raise`` with loader options, in one lookup."""
+    row = db.get(model, key, options=options)
+    if row is None:
+        raise NotFound(f"no {label} with id {key!r}")
+    return row
 
 
 def _person_dict(person: Person) -> dict[str, Any]:
@@ -157,10 +175,10 @@ def get_room(db: Session, room_id: int) -> dict:
     Args:
         room_id: The room's id.
     """
-    room = get_or_raise(db, Room, room_id, "room")
+    room = _load_or_raise(db, Room, room_id, "room", _ROOM_LOAD)
     upcoming = db.scalars(
         select(Meeting)
-        .options(*_MEETING_LOAD)
+        .options(*_ROOM_MEETING_LOAD)
         .where(Meeting.room_id == room_id, Meeting.status == "scheduled", Meeting.end_utc > NOW)
         .order_by(Meeting.start_utc)
         .limit(UPCOMING_BOOKINGS)
@@ -220,9 +238,7 @@ def get_meeting(db: Session, meeting_id: int) -> dict:
     Args:
         meeting_id: The meeting's id.
     """
-    options = (*_MEETING_LOAD, selectinload(Meeting.attendees).joinedload(Attendee.person))
-    # get_or_raise only runs (and raises NOT_FOUND) when there is no such meeting.
-    meeting = db.get(Meeting, meeting_id, options=options) or get_or_raise(db, Meeting, meeting_id, "meeting")
+    meeting = _load_or_raise(db, Meeting, meeting_id, "meeting", _MEETING_DETAIL_LOAD)
     return _meeting_dict(meeting, with_attendees=True)
 
 
