@@ -45,7 +45,10 @@ def purpose(tool: ToolProfile) -> str:
     clause = (_FIRST_CLAUSE.match(text).group(1) if text else "") or f"the {tool.entity}"
     clause = clause[0].lower() + clause[1:]
     first = clause.split(" ", 1)[0]
-    return clause if first in VERBS or (first.endswith("e") and first + "s" in VERBS) else f"look up {clause}"
+    # A writing tool's description opens with what it does ("Extend an active loan..."), a verb even
+    # when it is not one of the common ones.
+    imperative = tool.mutates or first in VERBS or (first.endswith("e") and first + "s" in VERBS)
+    return clause if imperative else f"look up {clause}"
 
 
 def _source_entity(chain: Chain, index: int, profile: EnvProfile) -> str:
@@ -99,10 +102,14 @@ def _goal_sentence(chain: Chain, profile: EnvProfile) -> str:
         if not step.bindings:
             pieces.append(f"separately {purpose(tool)}{literal}")
             continue
-        hop = f"the {_source_entity(chain, index, profile)}"
+        source = _source_entity(chain, index, profile)
+        hop = f"the {source}"
         if (selector := chain.info[index].selector) is not None:
             hop += f" whose {_label(selector[0])} is {_value(selector[1])}"
-        action = purpose(tool) if tool.mutates else f"find its {tool.entity}"
+        if tool.mutates:
+            action = purpose(tool)
+        else:
+            action = "look up its full record" if tool.entity == source else f"find its {tool.entity}"
         pieces.append(f"for {hop}, {action}{literal}")
     return "Your goal: " + "; then ".join(pieces) + "."
 
