@@ -57,10 +57,20 @@ async def refine_request(
         return None
     finally:
         await client.close()
-    text = (response.choices[0].message.content or "").strip()
+    text = (response.choices[0].message.content or "").strip() if response.choices else ""
+    if reason := rejection(text, answer, profile, literals):
+        logger.info("LLM rewrite rejected (%s), keeping the template wording", reason)
+        return None
+    return text
+
+
+def rejection(text: str, answer: dict[str, Any], profile: EnvProfile, literals: set[str]) -> str | None:
+    """Why a rewrite cannot replace the template (empty, drops a literal or answer key, leaks), or None."""
     lowered = text.lower()
-    if not text or any(literal not in lowered for literal in literals):
-        return None
-    if any(f'"{key}"' not in text for key in answer):
-        return None
-    return None if leaks(text, answer, profile, literals) else text
+    if not text:
+        return "empty"
+    if missing := sorted(literal for literal in literals if literal not in lowered):
+        return f"drops the literal {missing[0]!r}"
+    if missing := [key for key in answer if f'"{key}"' not in text]:
+        return f"drops the answer key {missing[0]!r}"
+    return leaks(text, answer, profile, literals)
