@@ -159,6 +159,10 @@ class Lease:
         """Run a tool through the control plane (reference solutions), bypassing the agent's MCP session."""
         return await self._control("call", tool, arguments or {})
 
+    async def run_program(self, source: str, *, timeout_s: float = 5.0) -> dict[str, Any]:
+        """Run generated code inside the environment server against this session (never in this process)."""
+        return await self._control("run_program", source, timeout_s)
+
     async def _control(self, op: str, *args: Any) -> Any:
         self._check()
         try:

@@ -121,6 +121,13 @@ class ControlClient:
         body = {"name": tool, "arguments": arguments or {}}
         return await self._request("POST", f"/control/sessions/{session_id}/call", json_body=body)
 
+    async def run_program(
+        self, session_id: str, source: str, timeout_s: float = 5.0, entry: str = "solve"
+    ) -> dict[str, Any]:
+        """Run a generated program in the server against the session: ``{ok, value, error, calls}``."""
+        body = {"source": source, "entry": entry, "timeout_s": timeout_s}
+        return await self._request("POST", f"/control/sessions/{session_id}/program", json_body=body)
+
     def mcp_url(self, session_id: str) -> str:
         """The agent-facing MCP endpoint of a session."""
         return f"{self.base_url}/s/{session_id}/mcp"

@@ -32,11 +32,13 @@ from starlette.types import Receive, Scope, Send
 from environments.sdk.environment import Environment
 from environments.sdk.execution import ToolOutcome, execute_tool
 from environments.sdk.state import EpisodeState, StateError, StateStore
+from environments.serving.programs import run_program
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_STATE_ID = "default"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+MAX_PROGRAM_SECONDS = 30.0
 
 
 def outcome_to_result(outcome: ToolOutcome) -> types.CallToolResult:
@@ -150,6 +152,7 @@ class EnvServer:
             Route("/control/sessions/{sid}/hash", self._guard(self._hash), methods=["GET"]),
             Route("/control/sessions/{sid}/diff", self._guard(self._diff), methods=["GET"]),
             Route("/control/sessions/{sid}/call", self._guard(self._call), methods=["POST"]),
+            Route("/control/sessions/{sid}/program", self._guard(self._program), methods=["POST"]),
         ]
         return Starlette(routes=routes, lifespan=lambda app: manager.run())
 
@@ -227,6 +230,22 @@ class EnvServer:
         state = self.store.get(request.path_params["sid"])
         outcome = execute_tool(self.env, state, body["name"], body.get("arguments") or {})
         return _json_response({"ok": outcome.ok, "value": outcome.value})
+
+    async def _program(self, request: Request) -> Response:
+        body = await _json_body(request)
+        source = body["source"]
+        if not isinstance(source, str):
+            raise ValueError('"source" must be a string of Python code')
+        state = self.store.get(request.path_params["sid"])
+        run = run_program(
+            self.env,
+            state,
+            source,
+            entry=str(body.get("entry", "solve")),
+            timeout_s=min(float(body.get("timeout_s", 5.0)), MAX_PROGRAM_SECONDS),
+            max_calls=int(body.get("max_calls", 500)),
+        )
+        return _json_response(run.to_dict())
 
 
 class _SessionGate:
