@@ -94,7 +94,18 @@ class AggregateStep(BaseModel):
     where: list[Condition] = Field(default_factory=list)
 
 
-Step = Annotated[CallStep | ForEachStep | AggregateStep, Field(discriminator="op")]
+class CodeStep(BaseModel):
+    """Generated Python defining ``solve(tools)``, run inside the environment server (never in the arena's
+    process); the step's output is the JSON object it returns. ``tools.call(name, **arguments)`` calls a
+    tool on the episode's state."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    op: Literal["code"] = "code"
+    source: str
+
+
+Step = Annotated[CallStep | ForEachStep | AggregateStep | CodeStep, Field(discriminator="op")]
 
 
 class Solution(BaseModel):
@@ -107,7 +118,8 @@ class Solution(BaseModel):
 
     @property
     def tool_calls(self) -> list[str]:
-        return [step.tool for step in self.steps if not isinstance(step, AggregateStep)]
+        """The tools the steps name (a code step counts as ``code``: its calls depend on the data)."""
+        return [step.tool if isinstance(step, CallStep | ForEachStep) else step.op for step in self.steps]
 
 
 class FieldRule(BaseModel):

@@ -10,7 +10,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from task_synth.model import AggregateStep, CallStep, Condition, ForEachStep, Ref, Solution
+from task_synth.model import AggregateStep, CallStep, CodeStep, Condition, ForEachStep, Ref, Solution
 from task_synth.runner import StepOutcome, ToolRunner
 from task_synth.values import get_path
 
@@ -109,6 +109,12 @@ async def execute(solution: Solution, runner: ToolRunner) -> Execution:
                     bound = {k: get_path(item, path) for k, path in step.item_bindings.items()}
                     results.append(await _call(runner, step.tool, step.arguments | bound, run))
                 run.outputs.append(results)
+            elif isinstance(step, CodeStep):
+                program = await runner.run_program(step.source)
+                run.calls += program.calls
+                if not program.ok:
+                    raise SolutionFailed(f"the program failed: {program.error}")
+                run.outputs.append(program.value)
             else:
                 items = resolve(step.source, run.outputs)
                 run.outputs.append(aggregate(step, items if isinstance(items, list) else [items]))

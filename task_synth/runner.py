@@ -26,10 +26,22 @@ class StepOutcome:
         return self.value is None or self.value == [] or self.value == {}
 
 
+@dataclass(frozen=True)
+class ProgramOutcome:
+    """A generated program's run in the environment server: its result or error, and the calls it made."""
+
+    ok: bool
+    value: Any
+    error: str | None
+    calls: list[tuple[str, dict[str, Any]]]
+
+
 class ToolRunner(Protocol):
     """One isolated session that synthesis can call tools in, reset and inspect."""
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> StepOutcome: ...
+
+    async def run_program(self, source: str) -> ProgramOutcome: ...
 
     async def reset(self, *, force: bool = False) -> None: ...
 
@@ -72,6 +84,13 @@ class LeaseRunner:
         if key is not None and self.memo is not None:
             self.memo[key] = outcome
         return outcome
+
+    async def run_program(self, source: str) -> ProgramOutcome:
+        """Run generated code in the environment server against this session."""
+        run = await self.lease.run_program(source)
+        calls = [(str(c["tool"]), dict(c["arguments"])) for c in run["calls"]]
+        self.dirty |= any(self.mutating is None or tool in self.mutating for tool, _ in calls)
+        return ProgramOutcome(bool(run["ok"]), run["value"], run["error"], calls)
 
     async def reset(self, *, force: bool = False) -> None:
         """Back to the seed state if a mutating tool ran since the last reset (or always, with ``force``)."""

@@ -22,7 +22,8 @@ from task_synth.chains import Chain, answer_fields, prune, sample_chain
 from task_synth.difficulty import KIND_MIX, knobs_for
 from task_synth.graph import ToolGraph
 from task_synth.llm import LLMConfig, refine_request
-from task_synth.model import Knobs, Rubric, Solution, StateCheck, Task, TaskKind, Verifier
+from task_synth.llm_programs import draft_program
+from task_synth.model import CodeStep, Knobs, Ref, Rubric, Solution, StateCheck, Task, TaskKind, Verifier
 from task_synth.profile import EnvProfile, discover
 from task_synth.program import SolutionFailed, execute, resolve, run_fresh
 from task_synth.programs import sample_program
@@ -33,6 +34,7 @@ from task_synth.verify import normalize_diff, rule_for, verify
 from task_synth.wording import chain_request, leaks, literal_values, program_request
 
 WORKERS = 4
+LLM_PROGRAM = "llm-program"
 ATTEMPTS_PER_TASK = 40
 NUMERIC_TOLERANCE = 1e-4
 
@@ -121,6 +123,14 @@ async def _draft(run: _Run, walk: LeaseRunner, level: int, rng: random.Random) -
     kind = _pick_kind(level, knobs, rng)
     profile = run.profile
     await walk.reset()
+    if kind is TaskKind.PROGRAM and run.llm is not None:
+        written = await draft_program(run.llm, profile, knobs, walk, rng)
+        if isinstance(written, str):
+            return written
+        solution = Solution(
+            steps=[CodeStep(source=written.source)], answer={k: Ref(step=0, path=k) for k in written.answer}
+        )
+        return _Draft(kind, solution, written.request, written.answer, None, [LLM_PROGRAM])
     if kind is TaskKind.PROGRAM:
         solution = await sample_program(walk, profile, run.graph, knobs, rng)
         if solution is None:
@@ -212,7 +222,8 @@ async def _finish(run: _Run, check: LeaseRunner, draft: _Draft, level: int, rng:
         )
     knobs = knobs_for(level)
     request = draft.request
-    if run.llm is not None:
+    llm_program = draft.edges == [LLM_PROGRAM]
+    if run.llm is not None and not llm_program:
         request = await refine_request(run.llm, request, stable, profile, literals) or request
     task = Task(
         env=profile.env,
@@ -225,7 +236,11 @@ async def _finish(run: _Run, check: LeaseRunner, draft: _Draft, level: int, rng:
         reference_answer=stable or None,
         verifier=Verifier(rubric=rubric, state=state),
         provenance={
-            "synthesizer": "llm" if request != draft.request else "offline-templates",
+            "synthesizer": LLM_PROGRAM
+            if llm_program
+            else "llm"
+            if request != draft.request
+            else "offline-templates",
             "seed": run.seed,
             "edges": draft.edges,
             "seed_hash": profile.seed_hash,
