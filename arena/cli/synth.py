@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,12 +15,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from arena.cli.synth_config import ConfigError, SynthSettings, load_settings
+from arena.cli.synth_config import ConfigError, FilterSettings, SynthSettings, load_settings
 from arena.store import Database, ProfileStore, StoreError, TaskStore, write_jsonl
 from environments.registry import UnknownEnvironment, builtin_names, load_environment
 from environments.sdk.environment import EnvironmentSpecError
+from task_synth.model import Task
 
 if TYPE_CHECKING:
+    from arena.rollout.policy import OpenAIPolicy
+    from arena.runtime.pool import EnvPool
     from task_synth.synthesizer import LLMConfig, SynthResult
 
 console = Console()
@@ -48,14 +52,49 @@ def _llm_config(settings: SynthSettings) -> LLMConfig | None:
     return None if fields is None else LLMConfig(*fields)
 
 
+async def filter_solvable(
+    pool: EnvPool,
+    result: SynthResult,
+    settings: FilterSettings,
+    policy: OpenAIPolicy,
+    advance: Callable[[], None] = lambda: None,
+) -> None:
+    """Keep the tasks ``policy`` solves in at least k of n tries, with their measured solve rate; drop the
+    rest, counted in ``result.dropped`` (a task whose tries the infrastructure kept failing is dropped as
+    undetermined, never as unsolved). ``advance`` is called once per task judged."""
+    from arena.rollout.solvability import solved_k_of_n
+
+    k, n = settings.k, settings.n
+    tasks_at_once = asyncio.Semaphore(max(1, settings.concurrency // n))
+
+    async def judge(task: Task) -> bool:
+        async with tasks_at_once:
+            outcome = await solved_k_of_n(pool, task, policy, k, n, min(n, settings.concurrency))
+        advance()
+        if outcome.solved is None:
+            result.dropped["solvability undetermined (infrastructure failures)"] += 1
+        elif not outcome.solved:
+            result.dropped[f"solved in fewer than {k} of {n} tries"] += 1
+        else:
+            task.measured["policy_solve_rate"] = outcome.solve_rate or 0.0
+            task.provenance["policy_filter"] = {"model": policy.config.model, "k": k, "n": n}
+        return bool(outcome.solved)
+
+    verdicts = await asyncio.gather(*(judge(task) for task in result.tasks))
+    result.tasks = [task for task, keep in zip(result.tasks, verdicts, strict=True) if keep]
+
+
 async def _synthesize_all(
     settings: SynthSettings, envs: list[str], tasks: TaskStore, profiles: ProfileStore
 ) -> tuple[list[SynthResult], int]:
+    from arena.rollout.policy import OpenAIPolicy
     from arena.runtime.pool import EnvPool, PoolConfig
     from task_synth.imported import imported_question_tasks
     from task_synth.synthesizer import synthesize
 
     llm = _llm_config(settings)
+    policy_config = settings.filter.policy_config()
+    policy = None if policy_config is None else OpenAIPolicy(policy_config)
     config = PoolConfig(
         envs={name: settings.pool.workers_per_env for name in envs},
         warm_sessions_per_worker=settings.pool.warm_sessions_per_worker,
@@ -84,18 +123,36 @@ async def _synthesize_all(
                     result.tasks += imported_question_tasks(
                         name, result.profile.version if result.profile else ""
                     )
+                if policy is not None:
+                    judged = progress.add_task(f"{name}: solved by policy?", total=len(result.tasks))
+                    await filter_solvable(
+                        pool, result, settings.filter, policy, lambda b=judged: progress.advance(b)
+                    )
                 added += tasks.add(result.tasks)
                 results.append(result)
     finally:
+        if policy is not None:
+            await policy.aclose()
         await pool.shutdown()
     return results, added
 
 
-def summary_table(results: list[SynthResult]) -> Table:
-    """Per environment and level: kept, mean chain length, mean distinct tools; drops per environment."""
+def _solve_rate(tasks: list[Task]) -> str:
+    rates = [t.measured["policy_solve_rate"] for t in tasks if "policy_solve_rate" in t.measured]
+    return f"{sum(rates) / len(rates):.2f}" if rates else ""
+
+
+def summary_table(results: list[SynthResult], *, solve_rates: bool = False) -> Table:
+    """Per environment and level: kept, mean chain length, mean distinct tools and (``solve_rates``: the
+    solvability filter ran) the mean policy solve rate of kept tasks; drops per environment."""
     table = Table(title="synthesized tasks")
-    for column in ("env", "level", "kept", "mean chain length", "mean distinct tools", "dropped"):
+    columns = ["env", "level", "kept", "mean chain length", "mean distinct tools"]
+    for column in [*columns, *(["policy solve rate"] if solve_rates else []), "dropped"]:
         table.add_column(column, justify="left" if column in ("env", "dropped") else "right")
+
+    def rate(tasks: list[Task]) -> list[str]:
+        return [_solve_rate(tasks)] if solve_rates else []
+
     for result in results:
         for level, stats in sorted(result.per_level().items()):
             table.add_row(
@@ -104,6 +161,7 @@ def summary_table(results: list[SynthResult]) -> Table:
                 f"{stats['kept']:.0f}",
                 f"{stats['mean_chain_length']:.1f}",
                 f"{stats['mean_distinct_tools']:.1f}",
+                *rate([t for t in result.tasks if t.difficulty == level]),
                 "",
             )
         reasons = ", ".join(f"{reason} {count}" for reason, count in result.dropped.most_common())
@@ -114,6 +172,7 @@ def summary_table(results: list[SynthResult]) -> Table:
             str(len(result.tasks)),
             "",
             "",
+            *rate(result.tasks),
             f"{dropped} of {result.attempts} attempts" + (f" ({reasons})" if reasons else ""),
             end_section=True,
         )
@@ -121,11 +180,14 @@ def summary_table(results: list[SynthResult]) -> Table:
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
+    from openai import OpenAIError
+
     from arena.runtime.errors import InfrastructureError
 
     try:
         settings = load_settings(args.overrides)
         settings.llm_fields()
+        settings.filter.policy_config()
         envs = resolve_envs(settings)
         db = Database(settings.store.url)
     except (ConfigError, UnknownEnvironment, EnvironmentSpecError, StoreError) as exc:
@@ -136,9 +198,13 @@ def cmd_synth(args: argparse.Namespace) -> int:
         total = sum(tasks.count_by().values())
     except InfrastructureError as exc:
         return _fail(f"environment runtime failed (tasks of finished environments are stored): {exc}", 1)
+    except OpenAIError as exc:
+        return _fail(
+            f"the policy endpoint refused a request (tasks of finished environments are stored): {exc}", 1
+        )
     finally:
         db.close()
-    console.print(summary_table(results))
+    console.print(summary_table(results, solve_rates=settings.filter.policy_config() is not None))
     kept = [task for result in results for task in result.tasks]
     if settings.output.jsonl:
         path = Path(settings.output.jsonl).expanduser()

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+if TYPE_CHECKING:
+    from arena.rollout.policy import PolicyConfig
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 LEVELS = range(1, 6)
@@ -39,6 +42,46 @@ class LLMSettings(_Section):
     api_key_env: str = "OPENAI_API_KEY"
 
 
+class PolicySettings(_Section):
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = Field(0.7, ge=0, le=2)
+    max_turns: int = Field(12, ge=1)
+
+
+class FilterSettings(_Section):
+    """The solvability filter: a task is kept if ``policy`` solves it in at least ``k`` of ``n`` tries."""
+
+    policy: PolicySettings = Field(default_factory=PolicySettings)
+    k: int = Field(1, ge=1)
+    n: int = Field(4, ge=1)
+    concurrency: int = Field(8, ge=1)
+
+    @model_validator(mode="after")
+    def _k_at_most_n(self) -> FilterSettings:
+        if self.k > self.n:
+            raise ValueError(f"k must be at most n, got k={self.k}, n={self.n}")
+        return self
+
+    def policy_config(self) -> PolicyConfig | None:
+        """The policy when ``policy.base_url`` and ``policy.model`` are set (the filter is on), else None."""
+        from arena.rollout.policy import PolicyConfig
+
+        policy = self.policy
+        if policy.base_url is None and policy.model is None:
+            return None
+        if policy.base_url is None or policy.model is None:
+            raise ConfigError("filter.policy.base_url and filter.policy.model must be set together")
+        return PolicyConfig(
+            base_url=policy.base_url,
+            model=policy.model,
+            api_key_env=policy.api_key_env,
+            temperature=policy.temperature,
+            max_turns=policy.max_turns,
+        )
+
+
 class OutputSettings(_Section):
     jsonl: str | None = None
 
@@ -53,6 +96,7 @@ class SynthSettings(_Section):
     store: StoreSettings = Field(default_factory=StoreSettings)
     pool: PoolSettings = Field(default_factory=PoolSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    filter: FilterSettings = Field(default_factory=FilterSettings)
     output: OutputSettings = Field(default_factory=OutputSettings)
 
     @field_validator("env", mode="before")
