@@ -40,7 +40,7 @@ from task_synth.model import Task  # noqa: E402
 from task_synth.program import SolutionFailed, execute, run_fresh  # noqa: E402
 from task_synth.quality import answer_probes, state_probes  # noqa: E402
 from task_synth.runner import LeaseRunner  # noqa: E402
-from task_synth.synthesizer import SynthResult, synthesize  # noqa: E402
+from task_synth.synthesizer import SynthResult, load_profile, synthesize  # noqa: E402
 from task_synth.verify import verify  # noqa: E402
 
 console = Console(stderr=True)
@@ -58,12 +58,41 @@ def _cpu_seconds() -> float:
     return total
 
 
+class _Profiles:
+    """Discovered profiles kept between runs, as the task store keeps them for ``arena synth``."""
+
+    def __init__(self) -> None:
+        self.stored: dict[tuple[str, str], dict] = {}
+
+    def get(self, env: str, version: str) -> dict | None:
+        return self.stored.get((env, version))
+
+    def put(self, env: str, version: str, profile: dict) -> None:
+        self.stored[(env, version)] = profile
+
+
+async def _discover_all(
+    pool: EnvPool, envs: list[str], seed: int, profiles: _Profiles
+) -> tuple[float, float]:
+    cpu, wall = _cpu_seconds(), time.perf_counter()
+    await asyncio.gather(
+        *(
+            load_profile(pool, env, seed=seed, profile_cache=profiles.get, save_profile=profiles.put)
+            for env in envs
+        )
+    )
+    return time.perf_counter() - wall, _cpu_seconds() - cpu
+
+
 async def _synthesize_all(
-    pool: EnvPool, envs: list[str], n: int, seed: int
+    pool: EnvPool, envs: list[str], n: int, seed: int, profiles: _Profiles
 ) -> tuple[list[SynthResult], float, float]:
     cpu, wall = _cpu_seconds(), time.perf_counter()
     results = await asyncio.gather(
-        *(synthesize(pool, env, n=n, levels=[1, 2, 3, 4, 5], seed=seed) for env in envs)
+        *(
+            synthesize(pool, env, n=n, levels=[1, 2, 3, 4, 5], seed=seed, profile_cache=profiles.get)
+            for env in envs
+        )
     )
     return list(results), time.perf_counter() - wall, _cpu_seconds() - cpu
 
@@ -125,13 +154,16 @@ async def run(n: int, envs: list[str], seed: int, samples: Path | None) -> dict[
     config = PoolConfig(envs=dict.fromkeys(envs, 1), warm_sessions_per_worker=2 * synthesizer.WORKERS + 2)
     async with EnvPool(config) as pool:
         await pool.wait_healthy()
-        with console.status("synthesizing (warm-up: discovery of every environment)"):
-            await _synthesize_all(pool, envs, 2, seed + 1)
+        profiles = _Profiles()
+        with console.status("discovery of every environment (once per version, then stored)"):
+            discovery_wall, discovery_cpu = await _discover_all(pool, envs, seed, profiles)
+        with console.status("synthesizing (warm-up)"):
+            await _synthesize_all(pool, envs, 2, seed + 1, profiles)
         with console.status(f"synthesizing {n} tasks per environment"):
-            results, wall, cpu = await _synthesize_all(pool, envs, n, seed)
+            results, wall, cpu = await _synthesize_all(pool, envs, n, seed, profiles)
         synthesizer.WORKERS, workers = 1, synthesizer.WORKERS
         with console.status("baseline: one worker per environment"):
-            base_results, base_wall, base_cpu = await _synthesize_all(pool, envs, n, seed)
+            base_results, base_wall, base_cpu = await _synthesize_all(pool, envs, n, seed, profiles)
         synthesizer.WORKERS = workers
         tasks = [t for r in results for t in r.tasks]
         rng = random.Random(seed)
@@ -156,6 +188,8 @@ async def run(n: int, envs: list[str], seed: int, samples: Path | None) -> dict[
                        f"{per_core:.1f}", f"{per_core / base_per_core:.2f}x")  # fmt: skip
     throughput.add_row("baseline: 1 worker/env", str(base_kept), f"{base_wall:.2f}", f"{base_cpu:.2f}",
                        f"{base_per_core:.1f}", "1.00x")  # fmt: skip
+    throughput.add_row(f"discovery of {len(envs)} environments (once, stored)", "-", f"{discovery_wall:.2f}",
+                       f"{discovery_cpu:.2f}", "-", "-")  # fmt: skip
     out = Console()
     for table in (env_table, level_table, throughput):
         out.print(table)
@@ -170,6 +204,7 @@ async def run(n: int, envs: list[str], seed: int, samples: Path | None) -> dict[
         "tasks_per_s_per_core": round(per_core, 1),
         "tasks_per_s_wall": round(len(tasks) / wall, 1),
         "cpu_seconds": round(cpu, 2),
+        "discovery_cpu_seconds": round(discovery_cpu, 2),
         "kept": len(tasks),
         "attempts": sum(r.attempts for r in results),
         "kept_reference_failures": sum(not c["reference_ok"] for c in checks.values()),
