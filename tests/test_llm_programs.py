@@ -15,7 +15,7 @@ import pytest_asyncio
 from arena.runtime.pool import EnvPool, PoolConfig
 from task_synth.difficulty import knobs_for
 from task_synth.llm import LLMConfig
-from task_synth.llm_programs import draft_program
+from task_synth.llm_programs import ProgramDraft, draft_program
 from task_synth.model import CodeStep
 from task_synth.program import execute
 from task_synth.quality import answer_probes
@@ -82,19 +82,27 @@ async def customer(pool: EnvPool) -> tuple[int, dict[str, int]]:
     raise AssertionError("no customer with three delivered orders in the seed")
 
 
-@module_loop
-async def test_a_failing_program_is_fixed_from_its_traceback(
-    pool: EnvPool, model: FakeOpenAI, customer: tuple[int, dict[str, int]]
-) -> None:
-    customer_id, expected = customer
-    replies = iter([reply(customer_id, field="qty"), reply(customer_id)])
-    model.script = lambda request: next(replies)
+async def scripted_draft(
+    pool: EnvPool, model: FakeOpenAI, replies: list[dict[str, Any]]
+) -> tuple[ProgramDraft | str, dict[str, Any]]:
+    """``draft_program`` at level 3 against the model answering ``replies`` in turn; its outcome and the
+    session's diff afterwards."""
+    scripted = iter(replies)
+    model.script = lambda request: next(scripted)
     model.requests.clear()
     profile = await load_profile(pool, "ecommerce", seed=0)
     llm = LLMConfig(base_url=model.base_url, model="scripted")
     async with pool.session("ecommerce") as lease:
         runner = LeaseRunner(lease, profile.mutating)
-        draft = await draft_program(llm, profile, knobs_for(3), runner, random.Random(0))
+        return await draft_program(llm, profile, knobs_for(3), runner, random.Random(0)), await lease.diff()
+
+
+@module_loop
+async def test_a_failing_program_is_fixed_from_its_traceback(
+    pool: EnvPool, model: FakeOpenAI, customer: tuple[int, dict[str, int]]
+) -> None:
+    customer_id, expected = customer
+    draft, _ = await scripted_draft(pool, model, [reply(customer_id, field="qty"), reply(customer_id)])
     assert not isinstance(draft, str), draft
     assert draft.answer == expected
     assert draft.calls[0] == ("search_orders", {"customer_id": customer_id, "status": "delivered"})
@@ -115,21 +123,13 @@ async def test_writing_or_unasked_keys_are_sent_back_and_rounds_are_bounded(
     unasked = PROGRAM.format(customer=customer_id, field="quantity").replace(
         "delivered_orders", "orders_seen"
     )
-    replies = iter(
-        [
-            text(json.dumps({"request": REQUEST.format(customer=customer_id), "code": writer})),
-            text(json.dumps({"request": REQUEST.format(customer=customer_id), "code": unasked})),
-            text("no JSON here"),
-        ]
-    )
-    model.script = lambda request: next(replies)
-    model.requests.clear()
-    profile = await load_profile(pool, "ecommerce", seed=0)
-    llm = LLMConfig(base_url=model.base_url, model="scripted")
-    async with pool.session("ecommerce") as lease:
-        runner = LeaseRunner(lease, profile.mutating)
-        outcome = await draft_program(llm, profile, knobs_for(3), runner, random.Random(0))
-        assert await lease.diff() == {}  # the write was undone before the next round
+    replies = [
+        text(json.dumps({"request": REQUEST.format(customer=customer_id), "code": writer})),
+        text(json.dumps({"request": REQUEST.format(customer=customer_id), "code": unasked})),
+        text("no JSON here"),
+    ]
+    outcome, diff = await scripted_draft(pool, model, replies)
+    assert diff == {}  # the write was undone before the next round
     assert outcome == "llm program: not fixed within the debug rounds"
     feedback = [r["messages"][-1]["content"] for r in model.requests[1:]]
     assert "must only read; it called adjust_stock" in feedback[0]

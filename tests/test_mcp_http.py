@@ -25,20 +25,6 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-@pytest.fixture(scope="module")
-def server(testbed_ref: str) -> ServerProcess:
-    proc = ServerProcess(testbed_ref).start()
-    yield proc
-    proc.stop()
-
-
-@pytest.fixture
-async def control(server: ServerProcess) -> AsyncIterator[ControlClient]:
-    client = server.control()
-    yield client
-    await client.aclose()
-
-
 @pytest.fixture
 async def lean(server: ServerProcess) -> AsyncIterator[McpHttpClient]:
     client = McpHttpClient(server.base_url)

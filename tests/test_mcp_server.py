@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -23,21 +22,6 @@ CONTROL_OPERATIONS = {
     "create_session",
     "close_session",
 }
-
-
-@pytest.fixture(scope="module")
-def server(testbed_ref: str) -> ServerProcess:
-    proc = ServerProcess(testbed_ref).start()
-    yield proc
-    proc.stop()
-    assert not proc.alive()
-
-
-@pytest.fixture
-async def control(server: ServerProcess) -> AsyncIterator[ControlClient]:
-    client = server.control()
-    yield client
-    await client.aclose()
 
 
 async def test_http_tools_listed_without_control_operations(

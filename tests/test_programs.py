@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -26,20 +25,6 @@ def solve(tools):
         total += tools.call("get_account", account_id=account_id)["balance"]
     return {"total": total}
 """
-
-
-@pytest.fixture(scope="module")
-def server(testbed_ref: str) -> ServerProcess:
-    proc = ServerProcess(testbed_ref).start()
-    yield proc
-    proc.stop()
-
-
-@pytest.fixture
-async def control(server: ServerProcess) -> AsyncIterator[ControlClient]:
-    client = server.control()
-    yield client
-    await client.aclose()
 
 
 async def test_a_program_calls_tools_and_returns_json(control: ControlClient) -> None:
