@@ -299,6 +299,20 @@ def test_arena_synth_with_the_filter_on_drops_tasks_the_policy_fails(
     assert {r["temperature"] for r in openai_server.requests} == {0.1}
 
 
+def test_arena_synth_stops_with_exit_1_when_the_policy_endpoint_refuses(
+    home: Path, openai_server: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def unauthorized(request: dict[str, Any]) -> dict[str, Any]:
+        raise HttpFailure(401, "invalid api key")
+
+    openai_server.script = unauthorized
+    filter_on = [f"filter.policy.base_url={openai_server.base_url}", "filter.policy.model=fake-policy"]
+    assert main(["synth", "env=library", "n=1", "difficulty=1", *filter_on]) == 1
+    err = capsys.readouterr().err
+    assert "the policy endpoint refused a request" in err and "invalid api key" in err
+    assert "Traceback" not in err
+
+
 @module_loop
 async def test_a_worker_killed_mid_episode_is_an_infra_error(
     pool: EnvPool, openai_server: FakeOpenAI
