@@ -201,7 +201,7 @@ def leaks(request: str, answer: dict[str, Any], profile: EnvProfile, literals: s
             if (isinstance(leaf, str) and len(text) >= 4 and text in lowered) or (
                 isinstance(leaf, int | float)
                 and abs(leaf) >= 10
-                and re.search(rf"(?<![\d.]){re.escape(text)}(?![\d.])", lowered)
+                and re.search(rf"(?<![\d.]){re.escape(text)}(?!\.?\d)", lowered)
             ):
                 return "quotes the answer"
     return None

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from rich.console import Console
 
+from arena.cli.tasks_view import task_view
 from arena.runtime.pool import EnvPool, PoolConfig
 from task_synth.difficulty import knobs_for
 from task_synth.llm import LLMConfig
@@ -160,3 +162,7 @@ async def test_synthesis_keeps_llm_programs_only_after_replay_and_probes(
     assert verify(task, replay.answer, None).passed
     probes = answer_probes(task.reference_answer, result.profile, random.Random(0))
     assert len(probes) >= 3 and not any(verify(task, wrong, None).passed for _, wrong in probes)
+    console = Console(record=True, width=120)
+    console.print(task_view(task))  # what `arena tasks show` prints
+    shown = console.export_text()
+    assert "run in the environment server" in shown and 'tools.call("get_order"' in shown

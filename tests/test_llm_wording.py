@@ -57,6 +57,7 @@ async def test_an_acceptable_rewrite_is_used(openai_server: FakeOpenAI) -> None:
         (GOOD.replace("find the book", "call search_books for the book"), "names a tool"),
         (GOOD.replace("Hi!", "Hi! (It is by Frank Herbert.)"), "quotes a string answer"),
         (GOOD.replace("Hi!", "Hi! I think there are 37 loans."), "quotes a numeric answer"),
+        (GOOD.replace("Hi!", "Hi! My guess is 37."), "quotes a numeric answer ending a sentence"),
         ("", "empty"),
     ],
 )

@@ -15,7 +15,7 @@ import ray
 from arena.cli.main import main
 from arena.cli.synth import filter_solvable, summary_table
 from arena.cli.synth_config import FilterSettings
-from arena.rollout.episode import list_tools, run_episode
+from arena.rollout.episode import run_episode
 from arena.rollout.policy import OpenAIPolicy, PolicyConfig
 from arena.rollout.solvability import INFRA_RETRIES, solved_k_of_n
 from arena.runtime.pool import EnvPool, PoolConfig
@@ -129,7 +129,7 @@ async def test_replaying_the_reference_solution_passes(
     assert first["model"] == "fake-policy" and first["temperature"] == 0.2
     assert [m["role"] for m in first["messages"]] == ["system", "user"]
     async with pool.session("library") as lease:
-        mcp_tools = {t.name: t.input_schema for t in await list_tools(lease)}
+        mcp_tools = {t.name: t.input_schema for t in await lease.list_tools()}
     assert {t["function"]["name"]: t["function"]["parameters"] for t in first["tools"]} == mcp_tools
     followed = next(r for r in openai_server.requests if len(r["messages"]) > 3)
     tool_message = followed["messages"][3]

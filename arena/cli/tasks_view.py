@@ -11,7 +11,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from task_synth.model import AggregateStep, CallStep, Ref, Step, Task
+from task_synth.model import AggregateStep, CallStep, CodeStep, Ref, Step, Task
 
 
 def _ref(ref: Ref) -> str:
@@ -28,6 +28,8 @@ def step_line(step: Step) -> str:
     """One line per step: ``tool(args)``, ``for each …``, or ``count(…) of …``."""
     if isinstance(step, CallStep):
         return f"{step.tool}({_args(step.arguments, {k: _ref(r) for k, r in step.bindings.items()})})"
+    if isinstance(step, CodeStep):
+        return f"program of {len(step.source.strip().splitlines())} lines, run in the environment server:"
     if isinstance(step, AggregateStep):
         where = " and ".join(f"{c.field} {c.op} {_compact(c.value)}" for c in step.where)
         key = f" → {step.key_field}" if step.key_field else ""
@@ -63,7 +65,12 @@ def _solution(task: Task) -> RenderableType:
         return Text("(none)")
     lines = [f"{i}. {step_line(step)}" for i, step in enumerate(task.solution.steps, start=1)]
     lines += [f"answer.{key} = {_ref(ref)}" for key, ref in task.solution.answer.items()]
-    return Text("\n".join(lines))
+    programs = [
+        Syntax(step.source.strip(), "python", word_wrap=True)
+        for step in task.solution.steps
+        if isinstance(step, CodeStep)
+    ]
+    return Group(Text("\n".join(lines)), *programs)
 
 
 def _verifier(task: Task) -> RenderableType:

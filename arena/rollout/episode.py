@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
-from mcp.shared.exceptions import MCPError
 from openai.types.chat import ChatCompletionMessage, ChatCompletionMessageFunctionToolCall
 
 from arena.rollout.policy import OpenAIPolicy, PolicyUnavailable, tool_specs
@@ -72,14 +71,6 @@ def parse_answer(content: str | None) -> Any:
         return text
 
 
-async def list_tools(lease: Lease) -> list[types.Tool]:
-    """The session's tools over MCP (``tools/list``), as the agent sees them."""
-    try:
-        return (await lease.worker.mcp.list_tools(lease.session_id)).tools
-    except (MCPError, ConnectionError, OSError) as exc:
-        raise await lease.pool.diagnose(lease, exc) from exc
-
-
 def _result_text(result: types.CallToolResult) -> str:
     if result.structured_content is not None:
         return json.dumps(result.structured_content, default=str)
@@ -115,7 +106,7 @@ def _assistant(message: ChatCompletionMessage) -> dict[str, Any]:
 
 
 async def _converse(lease: Lease, task: Task, policy: OpenAIPolicy, result: EpisodeResult) -> Verdict:
-    tools = tool_specs(await list_tools(lease))
+    tools = tool_specs(await lease.list_tools())
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": task.request},

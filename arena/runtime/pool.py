@@ -140,6 +140,17 @@ class Lease:
         except (MCPError, httpx2.HTTPError, OSError, ExceptionGroup, ConnectionError) as exc:
             raise await self.pool.diagnose(self, exc) from exc
 
+    async def list_tools(self) -> list[types.Tool]:
+        """The tools the agent sees (``tools/list`` over the data plane)."""
+        self._check()
+        try:
+            if self.pool.config.mcp_client == "lean":
+                return (await self._mcp.list_tools(self.session_id)).tools
+            async with self.client() as client:
+                return (await client.list_tools()).tools
+        except (MCPError, httpx2.HTTPError, OSError, ExceptionGroup, ConnectionError) as exc:
+            raise await self.pool.diagnose(self, exc) from exc
+
     async def state_hash(self) -> str:
         return await self._control("state_hash")
 
