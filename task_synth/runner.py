@@ -54,8 +54,9 @@ SeedMemo = dict[tuple[str, str], StepOutcome]
 class LeaseRunner:
     """A ``ToolRunner`` over a pool lease (control-plane calls; the agent's MCP session is not used).
 
-    With a ``memo`` (shared by runners of the same environment version), a read-only call made while the
-    session is still at the seed state is answered from an earlier identical call. Synthesis uses that
+    With a ``memo`` (shared by runners of the same environment version), a call made while the session is
+    still at the seed state is answered from an earlier identical call, when that call left the state
+    unchanged (a read, or a write that failed and was rolled back). Synthesis uses that
     only while *exploring*: every kept task's reference is then executed for real in a fresh session,
     which also catches any tool whose output is not a function of state and arguments.
     """
@@ -70,18 +71,19 @@ class LeaseRunner:
         self.dirty = False
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> StepOutcome:
-        """Run one tool; a read-only tool cannot change the state (the server enforces it), so only a
-        call to a tool in ``mutating`` makes the next ``reset`` necessary."""
-        writes = self.mutating is None or tool in self.mutating
+        """Run one tool. Only a successful call to a tool in ``mutating`` makes the next ``reset``
+        necessary: a read-only tool cannot write (the server enforces it) and a failed call is rolled
+        back whole. At the seed state, reads and failed writes are answered from the memo if one is set."""
         key = None
-        if self.memo is not None and not self.dirty and not writes:
+        if self.memo is not None and self.mutating is not None and not self.dirty:
             key = (tool, json.dumps(arguments, sort_keys=True, default=str))
             if (known := self.memo.get(key)) is not None:
                 return known
         result = await self.lease.call_as_arena(tool, arguments)
-        self.dirty |= writes
         outcome = StepOutcome(bool(result["ok"]), result["value"])
-        if key is not None and self.memo is not None:
+        wrote = outcome.ok and (self.mutating is None or tool in self.mutating)
+        self.dirty |= wrote
+        if key is not None and self.memo is not None and not wrote:
             self.memo[key] = outcome
         return outcome
 
@@ -93,7 +95,7 @@ class LeaseRunner:
         return ProgramOutcome(bool(run["ok"]), run["value"], run["error"], calls)
 
     async def reset(self, *, force: bool = False) -> None:
-        """Back to the seed state if a mutating tool ran since the last reset (or always, with ``force``)."""
+        """Back to the seed state if a write succeeded since the last reset (or always, with ``force``)."""
         if self.dirty or force:
             await self.lease.reset()
             self.dirty = False

@@ -186,7 +186,9 @@ def _unstable_columns(first: dict[str, Any], second: dict[str, Any]) -> list[str
     return sorted(columns)
 
 
-async def _finish(run: _Run, check: LeaseRunner, draft: _Draft, level: int, rng: random.Random) -> Task | str:
+async def _finish(
+    run: _Run, check: LeaseRunner, probe: LeaseRunner, draft: _Draft, level: int, rng: random.Random
+) -> Task | str:
     """Replay, build the verifier, verify the reference, probe with wrong answers; a string is why it
     was dropped."""
     profile = run.profile
@@ -260,7 +262,7 @@ async def _finish(run: _Run, check: LeaseRunner, draft: _Draft, level: int, rng:
         async def fresh_diff(
             solution: Solution, extra: list[tuple[str, dict[str, Any]]]
         ) -> dict[str, Any] | None:
-            outcome = await run_fresh(check, solution, extra)
+            outcome = await run_fresh(probe, solution, extra)
             return None if outcome is None else outcome[1]
 
         probes += await state_probes(task, stable, profile, fresh_diff, rng)
@@ -281,6 +283,9 @@ async def _worker(pool: EnvPool, run: _Run, index: int, progress: Callable[[int]
     async with pool.session(run.profile.env) as walk_lease, pool.session(run.profile.env) as check_lease:
         walk = LeaseRunner(walk_lease, mutating, memo=run.seed_memo)
         check = LeaseRunner(check_lease, mutating)
+        # Wrong-state probes only need *a* wrong state: their reads at the seed state may come from the
+        # memo. The reference replay above them never does. Both start with a forced reset.
+        probe = LeaseRunner(check_lease, mutating, memo=run.seed_memo)
         while not run.done:
             level = run.next_level()
             if level is None:
@@ -288,7 +293,7 @@ async def _worker(pool: EnvPool, run: _Run, index: int, progress: Callable[[int]
             run.result.attempts += 1
             run.tried_per_level[level] += 1
             draft = await _draft(run, walk, level, rng)
-            outcome = draft if isinstance(draft, str) else await _finish(run, check, draft, level, rng)
+            outcome = draft if isinstance(draft, str) else await _finish(run, check, probe, draft, level, rng)
             if isinstance(outcome, str):
                 run.result.dropped[outcome] += 1
                 continue
