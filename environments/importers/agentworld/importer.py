@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -19,7 +19,6 @@ from environments.sdk.environment import EnvironmentSpecError
 from .errors import MalformedEnvironment
 from .questions import ImportedQuestion
 from .release import NAMESPACE, discover, read_environment, read_index
-from .replay import EnvironmentReplay, replay_environment
 from .store import (
     build_environment,
     env_dir,
@@ -29,6 +28,9 @@ from .store import (
     write_import,
     write_replay,
 )
+
+if TYPE_CHECKING:
+    from .replay import EnvironmentReplay
 
 REPLAY_WORKERS = min(8, os.cpu_count() or 1)
 
@@ -145,6 +147,10 @@ def _replay_pending(
     pending: list[tuple[EnvironmentRow, tuple[ImportedQuestion, ...]]], dest: Path, bars: Progress
 ) -> None:
     """Replay environments in parallel, one server process each."""
+    # Imported here: the replay drives servers through the control-plane client, which the servers
+    # themselves (and the image they run in) never need when they load this package's namespace.
+    from .replay import replay_environment
+
     task = bars.add_task("replaying", total=len(pending))
     with ThreadPoolExecutor(max_workers=REPLAY_WORKERS) as pool:
         futures = {
