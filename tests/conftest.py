@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+import ray
 
+from arena.runtime.pool import EnvPool, PoolConfig
 from environments.serving.control import ControlClient
 from environments.serving.process import ServerProcess
 
@@ -41,3 +44,14 @@ async def control(server: ServerProcess) -> AsyncIterator[ControlClient]:
     client = server.control()
     yield client
     await client.aclose()
+
+
+@asynccontextmanager
+async def local_pool(envs: dict[str, int], warm_sessions_per_worker: int) -> AsyncIterator[EnvPool]:
+    """A pool on a local Ray; shuts down the Ray it started (joins one already running), so the order of
+    test modules cannot break a later ``ray.init``."""
+    started_ray = not ray.is_initialized()
+    async with EnvPool(PoolConfig(envs=envs, warm_sessions_per_worker=warm_sessions_per_worker)) as pool:
+        yield pool
+    if started_ray:
+        ray.shutdown()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from arena.runtime.pool import EnvPool
 from task_synth.model import (
     AggregateStep,
     CallStep,
@@ -17,6 +18,7 @@ from task_synth.model import (
     TaskKind,
     Verifier,
 )
+from task_synth.verify import normalize_diff
 
 KNOBS = Knobs(
     chain_length=(2, 3),
@@ -127,3 +129,23 @@ def imported_task() -> Task:
 
 def every_kind() -> list[Task]:
     return [graph_task(), state_task(), program_task(), imported_task()]
+
+
+HOLD = [("place_hold", {"member_id": 10, "book_id": 22, "pickup_branch_id": "OAK"})]
+
+
+async def hold_task(pool: EnvPool) -> Task:
+    """A library state task: place one hold; the expected rows come from a real session of ``pool``."""
+    async with pool.session("library") as lease:
+        for tool, arguments in HOLD:
+            assert (await lease.call_as_arena(tool, arguments))["ok"]
+        expected = normalize_diff(await lease.diff(), [])
+    return Task(
+        env="library",
+        env_version="test",
+        kind=TaskKind.STATE,
+        request="Put member 10 on the hold queue of book 22, to be picked up at the OAK branch.",
+        difficulty=1,
+        solution=Solution(steps=[CallStep(tool=t, arguments=a) for t, a in HOLD]),
+        verifier=Verifier(state=StateCheck(expected=expected)),
+    ).with_id()

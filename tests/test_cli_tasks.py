@@ -12,11 +12,10 @@ import pytest
 from arena.cli.main import main
 from arena.runtime.pool import EnvPool, PoolConfig
 from arena.store import Database, TaskStore
-from task_synth.model import CallStep, Solution, StateCheck, Task, TaskKind, Verifier
+from task_synth.model import Task
 from task_synth.program import execute
 from task_synth.runner import LeaseRunner
-from task_synth.verify import normalize_diff
-from tests.task_samples import every_kind, graph_task, state_task
+from tests.task_samples import every_kind, graph_task, hold_task, state_task
 
 
 @pytest.fixture
@@ -148,24 +147,8 @@ async def _reference_calls(task: Task) -> list[dict[str, object]]:
 
 
 async def _hold_task() -> Task:
-    """A library state task built by hand: place one hold; the expected rows come from a real session."""
-    calls = [{"tool": "place_hold", "arguments": {"member_id": 10, "book_id": 22, "pickup_branch_id": "OAK"}}]
-    async with (
-        EnvPool(PoolConfig(envs={"library": 1}, warm_sessions_per_worker=1)) as pool,
-        pool.session("library") as lease,
-    ):
-        for call in calls:
-            assert (await lease.call_as_arena(call["tool"], call["arguments"]))["ok"]
-        expected = normalize_diff(await lease.diff(), [])
-    return Task(
-        env="library",
-        env_version="test",
-        kind=TaskKind.STATE,
-        request="Put member 10 on the hold queue of book 22, to be picked up at the OAK branch.",
-        difficulty=1,
-        solution=Solution(steps=[CallStep(**call) for call in calls]),
-        verifier=Verifier(state=StateCheck(expected=expected)),
-    ).with_id()
+    async with EnvPool(PoolConfig(envs={"library": 1}, warm_sessions_per_worker=1)) as pool:
+        return await hold_task(pool)
 
 
 @pytest.mark.slow

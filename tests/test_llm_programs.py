@@ -14,7 +14,7 @@ import pytest_asyncio
 from rich.console import Console
 
 from arena.cli.tasks_view import task_view
-from arena.runtime.pool import EnvPool, PoolConfig
+from arena.runtime.pool import EnvPool
 from task_synth.difficulty import knobs_for
 from task_synth.llm import LLMConfig
 from task_synth.llm_programs import ProgramDraft, draft_program
@@ -24,6 +24,7 @@ from task_synth.quality import answer_probes
 from task_synth.runner import LeaseRunner
 from task_synth.synthesizer import load_profile, synthesize
 from task_synth.verify import verify
+from tests.conftest import local_pool
 from tests.fixtures.openai_server import FakeOpenAI, text
 
 module_loop = pytest.mark.asyncio(loop_scope="module")
@@ -56,13 +57,8 @@ def model() -> Iterator[FakeOpenAI]:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def pool() -> AsyncIterator[EnvPool]:
-    import ray
-
-    started_ray = not ray.is_initialized()
-    async with EnvPool(PoolConfig(envs={"ecommerce": 1}, warm_sessions_per_worker=10)) as pool:
+    async with local_pool({"ecommerce": 1}, warm_sessions_per_worker=10) as pool:
         yield pool
-    if started_ray:
-        ray.shutdown()
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

@@ -18,19 +18,19 @@ from arena.cli.synth_config import FilterSettings
 from arena.rollout.episode import run_episode
 from arena.rollout.policy import OpenAIPolicy, PolicyConfig
 from arena.rollout.solvability import INFRA_RETRIES, solved_k_of_n
-from arena.runtime.pool import EnvPool, PoolConfig
+from arena.runtime.pool import EnvPool
 from arena.store import Database, TaskStore
-from task_synth.model import CallStep, FieldRule, Rubric, Solution, StateCheck, Task, TaskKind, Verifier
+from task_synth.model import FieldRule, Rubric, Task, TaskKind, Verifier
 from task_synth.program import execute
 from task_synth.runner import LeaseRunner
 from task_synth.synthesizer import SynthResult, synthesize
-from task_synth.verify import normalize_diff
+from tests.conftest import local_pool
 from tests.fixtures.openai_server import FakeOpenAI, HttpFailure, openai_server_fixture, text, tool_calls
+from tests.task_samples import HOLD, hold_task
 
 __all__ = ["openai_server_fixture"]  # the `openai_server` fixture
 
 module_loop = pytest.mark.asyncio(loop_scope="module")
-HOLD = [("place_hold", {"member_id": 10, "book_id": 22, "pickup_branch_id": "OAK"})]
 
 
 @dataclass
@@ -61,11 +61,8 @@ def policy(server: FakeOpenAI, **overrides: Any) -> OpenAIPolicy:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def pool() -> AsyncIterator[EnvPool]:
-    started_ray = not ray.is_initialized()
-    async with EnvPool(PoolConfig(envs={"library": 1}, warm_sessions_per_worker=8)) as pool:
+    async with local_pool({"library": 1}, warm_sessions_per_worker=8) as pool:
         yield pool
-    if started_ray:
-        ray.shutdown()
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -81,23 +78,6 @@ async def reference_plan(pool: EnvPool, task: Task) -> Plan:
     async with pool.session(task.env) as lease:
         run = await execute(task.solution, LeaseRunner(lease))
     return Plan(run.calls, run.answer)
-
-
-async def hold_task(pool: EnvPool) -> Task:
-    """A state task: place one hold; the expected rows come from a real session."""
-    async with pool.session("library") as lease:
-        for tool, arguments in HOLD:
-            assert (await lease.call_as_arena(tool, arguments))["ok"]
-        expected = normalize_diff(await lease.diff(), [])
-    return Task(
-        env="library",
-        env_version="test",
-        kind=TaskKind.STATE,
-        request="Put member 10 on the hold queue of book 22, to be picked up at the OAK branch.",
-        difficulty=1,
-        solution=Solution(steps=[CallStep(tool=t, arguments=a) for t, a in HOLD]),
-        verifier=Verifier(state=StateCheck(expected=expected)),
-    ).with_id()
 
 
 def answer_task(request: str = "How many copies of book 1 exist?") -> Task:

@@ -28,6 +28,7 @@ from task_synth.quality import answer_probes
 from task_synth.runner import LeaseRunner
 from task_synth.synthesizer import load_profile, synthesize
 from task_synth.verify import check_answer, check_state, verify, verify_submission
+from tests.conftest import local_pool
 
 AGENTWORLD = Path(__file__).resolve().parents[2] / "shared" / "agentworld" / "environment_mix"
 
@@ -37,13 +38,8 @@ module_loop = pytest.mark.asyncio(loop_scope="module")
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def pool() -> AsyncIterator[EnvPool]:
-    import ray
-
-    started_ray = not ray.is_initialized()
-    async with EnvPool(PoolConfig(envs={"airline": 1, "library": 1}, warm_sessions_per_worker=10)) as pool:
+    async with local_pool({"airline": 1, "library": 1}, warm_sessions_per_worker=10) as pool:
         yield pool
-    if started_ray:
-        ray.shutdown()  # later modules start their own local Ray
 
 
 @module_loop
