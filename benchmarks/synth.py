@@ -197,11 +197,14 @@ async def run(n: int, envs: list[str], seed: int, samples: Path | None) -> dict[
     for table in (env_table, level_table, throughput):
         out.print(table)
     if samples is not None:
-        chosen = [
-            next(t for t in tasks if t.difficulty == lv)
-            for lv in range(1, 6)
-            if any(t.difficulty == lv for t in tasks)
-        ]
+        # One task per level, from a different environment each time where possible.
+        chosen = []
+        for level in range(1, 6):
+            group = [t for t in tasks if t.difficulty == level]
+            if group:
+                envs_here = sorted({t.env for t in group})
+                env = envs_here[(level - 1) % len(envs_here)]
+                chosen.append(next(t for t in group if t.env == env))
         samples.write_text("\n".join(t.model_dump_json() for t in chosen) + "\n")
     return {
         "tasks_per_s_per_core": round(per_core, 1),

@@ -28,6 +28,10 @@ def _label(name: str) -> str:
     return name.replace("_", " ").replace(".", " ")
 
 
+def _article(noun: str) -> str:
+    return "an" if noun[:1].lower() in "aeiou" else "a"
+
+
 def _value(value: Any) -> str:
     return (
         f"'{value}'"
@@ -106,7 +110,7 @@ def _goal_sentence(chain: Chain, profile: EnvProfile) -> str:
         hop = f"the {source}"
         if (selector := chain.info[index].selector) is not None:
             hop += f" whose {_label(selector[0])} is {_value(selector[1])}"
-        if tool.mutates:
+        if tool.mutates or tool.returns_list:
             action = purpose(tool)
         else:
             action = "look up its full record" if tool.entity == source else f"find its {tool.entity}"
@@ -129,14 +133,16 @@ def describe_keys(answer: dict[str, Ref], chain_entities: list[str]) -> dict[str
             entity = singular(head.rsplit(".", 1)[-1]) if head else chain_entities[ref.step]
             described[key] = f"the ids of the {entity} records found, as a list"
         else:
-            described[key] = f"the {chain_entities[ref.step]}'s {_label(ref.path)}"
+            entity = chain_entities[ref.step]
+            described[key] = f"the {entity}'s {_label(ref.path.removeprefix(f'{entity}.'))}"
     return described
 
 
 def distractor_sentences(profile: EnvProfile, avoid: set[str], count: int, rng: random.Random) -> list[str]:
     facts = [f for f in profile.facts if f[0] not in avoid]
     return [
-        f"(Unrelated to this request: a {entity} on file has {_label(column)} {_value(value)}.)"
+        f"(Unrelated to this request: {_article(entity)} {entity} on file has "
+        f"{_label(column)} {_value(value)}.)"
         for entity, column, value in rng.sample(facts, min(count, len(facts)))
     ]
 
