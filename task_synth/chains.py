@@ -139,7 +139,8 @@ async def sample_chain(
     first = await runner.call(start.name, arguments)
     if not first.ok or first.empty:
         return None
-    profile.observe(start.name, first.value)
+    if not first.remembered:
+        profile.observe(start.name, first.value)
     chain = Chain([CallStep(tool=start.name, arguments=arguments)], [first.value], [StepInfo(None)])
 
     def out_edges(mutation: bool) -> list[Edge]:
@@ -186,7 +187,8 @@ async def _extend(
         outcome = await runner.call(tool.name, literal)
         if not outcome.ok or outcome.empty:
             continue
-        profile.observe(tool.name, outcome.value)
+        if not outcome.remembered:
+            profile.observe(tool.name, outcome.value)
         chain.steps.append(
             CallStep(
                 tool=tool.name,

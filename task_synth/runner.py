@@ -20,6 +20,7 @@ class StepOutcome:
 
     ok: bool
     value: Any
+    remembered: bool = False  # answered from the seed memo (already seen once)
 
     @property
     def empty(self) -> bool:
@@ -78,7 +79,7 @@ class LeaseRunner:
         if self.memo is not None and self.mutating is not None and not self.dirty:
             key = (tool, json.dumps(arguments, sort_keys=True, default=str))
             if (known := self.memo.get(key)) is not None:
-                return known
+                return StepOutcome(known.ok, known.value, remembered=True)
         result = await self.lease.call_as_arena(tool, arguments)
         outcome = StepOutcome(bool(result["ok"]), result["value"])
         wrote = outcome.ok and (self.mutating is None or tool in self.mutating)
