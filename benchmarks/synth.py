@@ -112,20 +112,28 @@ async def _check(pool: EnvPool, result: SynthResult, task: Task, rng: random.Ran
             reference_ok = verify(task, run.answer, diff).passed
         except SolutionFailed:
             reference_ok, diff = False, None
-        probes = [(a, diff) for _, a in answer_probes(task.reference_answer or {}, profile, rng)]
+        probes = [(what, a, diff) for what, a in answer_probes(task.reference_answer or {}, profile, rng)]
         if task.verifier.state is not None:
 
             async def fresh(solution: Any, extra: list[tuple[str, dict[str, Any]]]) -> dict[str, Any] | None:
                 outcome = await run_fresh(runner, solution, extra)
                 return None if outcome is None else outcome[1]
 
-            probes += [
-                (a, d) for _, a, d in await state_probes(task, task.reference_answer, profile, fresh, rng)
-            ]
-        rejected = sum(1 for answer, probe_diff in probes if not verify(task, answer, probe_diff).passed)
+            probes += await state_probes(task, task.reference_answer, profile, fresh, rng)
+        accepted = [
+            {"task": task.id, "probe": what, "answer": answer}
+            for what, answer, probe_diff in probes
+            if verify(task, answer, probe_diff).passed
+        ]
         await runner.reset(force=True)
         solved = (await attempt(task, profile, result.graph, runner)).passed
-    return {"reference_ok": reference_ok, "probes": len(probes), "rejected": rejected, "heuristic": solved}
+    return {
+        "reference_ok": reference_ok,
+        "probes": len(probes),
+        "rejected": len(probes) - len(accepted),
+        "accepted": accepted,
+        "heuristic": solved,
+    }
 
 
 def _level_table(tasks: list[Task], checks: dict[str, dict[str, Any]]) -> tuple[Table, dict[str, Any]]:
@@ -216,6 +224,7 @@ async def run(n: int, envs: list[str], seed: int, samples: Path | None) -> dict[
         "kept_reference_failures": sum(not c["reference_ok"] for c in checks.values()),
         "wrong_answer_probes": sum(c["probes"] for c in checks.values()),
         "wrong_answer_rejected": sum(c["rejected"] for c in checks.values()),
+        "wrong_answers_accepted": [a for c in checks.values() for a in c["accepted"]],
         "mean_chain_length": {lv: f["mean_chain_length"] for lv, f in per_level.items()},
         "mean_distinct_tools": {lv: f["mean_distinct_tools"] for lv, f in per_level.items()},
         "heuristic_solve_rate": {lv: f["heuristic_solve_rate"] for lv, f in per_level.items()},

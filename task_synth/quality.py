@@ -11,9 +11,10 @@ from task_synth.arguments import candidates, fill_arguments
 from task_synth.model import CallStep, Solution, Task
 from task_synth.profile import EnvProfile
 from task_synth.values import canonical
-from task_synth.verify import normalize_diff
+from task_synth.verify import accepts, normalize_diff, rule_for
 
 MIN_PROBES = 3
+PROBE_MARGIN = 1e-3
 
 Probe = tuple[str, Any, dict[str, Any] | None]
 """(what is wrong, answer, diff or None when the task checks no state)."""
@@ -31,6 +32,12 @@ def _changed(value: Any) -> Any:
     return "wrong"
 
 
+def _equivalent(candidate: Any, value: Any) -> bool:
+    """A candidate the verifier could take for ``value`` (a near number, the same text in other case) is
+    no wrong answer; the margin is ten times the rubric's numeric tolerance."""
+    return accepts(rule_for(value, tolerance=PROBE_MARGIN), candidate)
+
+
 def answer_probes(answer: dict[str, Any], profile: EnvProfile, rng: random.Random) -> list[tuple[str, Any]]:
     """A changed value, a missing field, and another entity's values for the same fields."""
     if not answer:
@@ -43,7 +50,7 @@ def answer_probes(answer: dict[str, Any], profile: EnvProfile, rng: random.Rando
     other = {}
     for name, value in answer.items():
         field = name.split("_", 1)[-1]
-        pool = [v for v in profile.values.get(field, []) if canonical(v) != canonical(value)]
+        pool = [v for v in profile.values.get(field, []) if not _equivalent(v, value)]
         other[name] = rng.choice(pool) if pool and not isinstance(value, list) else _changed(value)
     probes.append(("wrong entity", other))
     probes.append(("not an object", list(answer.values())))

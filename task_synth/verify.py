@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+from collections import Counter
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,12 @@ def _same(rule: FieldRule, value: Any) -> bool:
     if rule.type == "array":
         return sorted(map(canonical, value)) == sorted(map(canonical, expected))
     return canonical(value) == canonical(expected)
+
+
+def accepts(rule: FieldRule, value: Any) -> bool:
+    """Whether the rule takes ``value`` for the expected one: the right JSON type, numbers within the
+    tolerance, strings ignoring case and surrounding space, arrays as multisets."""
+    return _type_ok(rule, value) and _same(rule, value)
 
 
 def check_answer(rubric: Rubric, answer: Any) -> list[str]:
@@ -94,10 +101,12 @@ def check_state(check: StateCheck, diff: Mapping[str, Any]) -> list[str]:
         want = check.expected.get(table, {"inserted": [], "deleted": [], "changed": []})
         got = actual.get(table, {"inserted": [], "deleted": [], "changed": []})
         for kind in ("inserted", "deleted", "changed"):
-            want_rows, got_rows = {canonical(r) for r in want[kind]}, {canonical(r) for r in got[kind]}
-            if missing := len(want_rows - got_rows):
+            # Multisets: the same row written twice (its differing columns ignored) is one write too many.
+            want_rows = Counter(canonical(r) for r in want[kind])
+            got_rows = Counter(canonical(r) for r in got[kind])
+            if missing := (want_rows - got_rows).total():
                 reasons.append(f"{table}: {missing} expected {kind} row(s) missing or different")
-            if extra := len(got_rows - want_rows):
+            if extra := (got_rows - want_rows).total():
                 reasons.append(f"{table}: {extra} unexpected {kind} row(s)")
     return reasons
 

@@ -23,11 +23,12 @@ from task_synth.model import (
     TaskKind,
     Verifier,
 )
+from task_synth.profile import EnvProfile
 from task_synth.program import SolutionFailed, aggregate, execute
 from task_synth.quality import answer_probes
 from task_synth.runner import LeaseRunner
 from task_synth.synthesizer import load_profile, synthesize
-from task_synth.verify import check_answer, check_state, verify, verify_submission
+from task_synth.verify import check_answer, check_state, normalize_diff, rule_for, verify, verify_submission
 from tests.conftest import local_pool
 
 AGENTWORLD = Path(__file__).resolve().parents[2] / "shared" / "agentworld" / "environment_mix"
@@ -99,7 +100,6 @@ async def test_state_check_rejects_an_extra_write(pool: EnvPool) -> None:
         reference = await runner.diff()
         assert (await runner.call("cancel_booking", {"booking_id": 2001})).ok
         with_extra = await runner.diff()
-    from task_synth.verify import normalize_diff
 
     check = StateCheck(expected=normalize_diff(reference, []))
     assert check_state(check, reference) == []
@@ -195,3 +195,34 @@ async def test_synthesis_runs_on_an_imported_environment(
     reference = questions[0].verifier.reference_answer
     assert verify(questions[0], reference, None).passed
     assert not verify(questions[0], {"unrelated": True}, None).passed
+
+
+def test_wrong_entity_probes_are_never_answers_the_rubric_accepts() -> None:
+    """A near number, the same text in other case or an integer-valued float is not a wrong answer."""
+    profile = EnvProfile(
+        env="x",
+        version="1",
+        tools={},
+        tables={},
+        values={
+            "fare": [168.82, 168.823333, 200.5],
+            "status": ["Delayed", "delayed", "landed"],
+            "count": [3.0, 4],
+        },
+    )
+    answer = {"mean_fare": 168.823333, "flight_status": "delayed", "seat_count": 3}
+    rubric = Rubric(fields={k: rule_for(v, tolerance=1e-4) for k, v in answer.items()})
+    for seed in range(40):
+        probes = dict(answer_probes(answer, profile, random.Random(seed)))
+        assert probes["wrong entity"] == {"mean_fare": 200.5, "flight_status": "landed", "seat_count": 4}
+        assert all(check_answer(rubric, wrong) for wrong in probes.values())
+
+
+def test_state_check_counts_a_repeated_write() -> None:
+    """With the differing column ignored, two identical inserted rows are still two writes, not one."""
+    row = {"id": 7, "issue_key": "PAY-1", "body": "+1", "created_at": "10:00"}
+    once = {"comments": {"inserted": [row], "deleted": [], "changed": []}}
+    twice = {"comments": {"inserted": [row, row | {"id": 8}], "deleted": [], "changed": []}}
+    check = StateCheck(expected=normalize_diff(once, ["comments.id"]), ignore_columns=["comments.id"])
+    assert check_state(check, once) == []
+    assert check_state(check, twice) == ["comments: 1 unexpected inserted row(s)"]
