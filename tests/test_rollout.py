@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 import pytest_asyncio
 import ray
@@ -326,3 +327,26 @@ def test_arena_synth_rejects_a_bad_filter_config_in_one_line(
     assert main(["synth", "env=library", *overrides]) == 2
     err = capsys.readouterr().err
     assert message in err and err.strip().count("\n") == 0, err
+
+
+@module_loop
+async def test_a_refused_later_turn_is_the_policys_failure_a_refused_first_turn_is_not(
+    pool: EnvPool, openai_server: FakeOpenAI
+) -> None:
+    """HTTP 400 once the conversation has grown (context length exceeded) scores the try as failed; the
+    same refusal of the very first request is a configuration error and is raised."""
+    replies = iter([tool_calls(("get_book", {"book_id": 1}))])
+
+    def script(request: dict[str, Any]) -> dict[str, Any]:
+        if (message := next(replies, None)) is None:
+            raise HttpFailure(400, "maximum context length exceeded")
+        return message
+
+    openai_server.script = script
+    async with policy(openai_server) as agent:
+        episode = await run_episode(pool, answer_task(), agent)
+        assert episode.passed is False and episode.infra_error is None
+        assert episode.verdict is not None and "refused turn 2" in episode.verdict.reasons[0]
+        assert "maximum context length exceeded" in episode.verdict.reasons[0]
+        with pytest.raises(openai.BadRequestError):
+            await run_episode(pool, answer_task(), agent)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
+import openai
 from openai.types.chat import ChatCompletionMessage, ChatCompletionMessageFunctionToolCall
 
 from arena.rollout.policy import OpenAIPolicy, PolicyUnavailable, tool_specs
@@ -112,7 +113,15 @@ async def _converse(lease: Lease, task: Task, policy: OpenAIPolicy, result: Epis
         {"role": "user", "content": task.request},
     ]
     while result.turns < policy.config.max_turns:
-        message = await policy.reply(messages, tools)
+        try:
+            message = await policy.reply(messages, tools)
+        except openai.BadRequestError as exc:
+            if result.turns == 0:
+                raise  # the first request is refused: a configuration problem, not this episode's
+            # Later, the conversation itself is what the endpoint refuses (most often: longer than the
+            # model's context): the policy could not finish the task.
+            reason = f"the policy endpoint refused turn {result.turns + 1}: {exc}"
+            return Verdict(passed=False, reasons=[reason])
         result.turns += 1
         messages.append(_assistant(message))
         if not message.tool_calls:
