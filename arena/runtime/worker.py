@@ -81,7 +81,11 @@ class EnvWorker:
         await asyncio.to_thread(self.backend.kill)
 
     async def describe(self) -> dict[str, object]:
-        info: dict[str, object] = {"spec": asdict(self.spec), "alive": self.backend.alive()}
+        info: dict[str, object] = {
+            "spec": asdict(self.spec),
+            "alive": self.backend.alive(),
+            "node_id": ray.get_runtime_context().get_node_id(),
+        }
         pid = getattr(self.backend, "pid", None)
         if pid is not None:
             info["pid"] = pid
