@@ -167,8 +167,9 @@ _DETAIL_LOAD = (
     joinedload(Issue.project),
     joinedload(Issue.reporter),
     joinedload(Issue.sprint),
-    selectinload(Issue.children).joinedload(Issue.assignee),
-    selectinload(Issue.comments).joinedload(Comment.author),
+    # One issue: its (few) sub-issues and comments join in the same query, ordered by their ids.
+    joinedload(Issue.children).joinedload(Issue.assignee),
+    joinedload(Issue.comments).joinedload(Comment.author),
 )
 
 
