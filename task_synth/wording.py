@@ -173,7 +173,11 @@ def program_request(
     listed = singular(loop.source.path.rsplit(".", 1)[-1]) if loop.source.path else lister.entity
     entity = profile.tools[loop.tool].entity
     subject = f"all {listed}s" + (f" for {arguments_phrase(shown)}" if shown else "")
-    subject += f"; for each of them, look up its {entity}"
+    subject += (
+        "; look up each one's full record"
+        if entity == listed
+        else f"; for each of them, look up its {entity}"
+    )
     final = solution.steps[-1]
     assert isinstance(final, AggregateStep)
     where = " and ".join(f"whose {_label(c.field)} {_OPS[c.op]} {_value(c.value)}" for c in final.where)
