@@ -86,15 +86,19 @@ def state_hash(conn: sqlite3.Connection, known: Mapping[str, str] | None = None)
     return digest.hexdigest()
 
 
-def dependent_tables(conn: sqlite3.Connection, tables: Iterable[str]) -> set[str]:
-    """``tables`` plus every table that a foreign-key action (cascade, set null/default) on one of them
-    can write."""
+def action_references(conn: sqlite3.Connection) -> dict[str, set[str]]:
+    """Parent table -> the tables a foreign-key action on it (cascade, set null/default) can write."""
     references: dict[str, set[str]] = {}
     for table in list_tables(conn):
         for row in conn.execute(f'PRAGMA foreign_key_list("{table}")'):
             on_update, on_delete = row[5], row[6]
             if {on_update.upper(), on_delete.upper()} - {"NO ACTION", "RESTRICT"}:
                 references.setdefault(row[2], set()).add(table)
+    return references
+
+
+def dependent_tables(references: Mapping[str, set[str]], tables: Iterable[str]) -> set[str]:
+    """``tables`` plus every table that foreign-key actions reach from them (``action_references``)."""
     closure, frontier = set(tables), list(tables)
     while frontier:
         for child in references.get(frontier.pop(), ()):

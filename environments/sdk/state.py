@@ -164,6 +164,7 @@ class EpisodeState:
         self.conn.set_authorizer(self._writes)
         _enable_foreign_keys(self.conn)
         self._seed_mark: tuple[int, int] | None = self._change_mark()
+        self._references: tuple[int, dict[str, set[str]]] | None = None
         self._connection: Connection | None = None
         self._snapshots: dict[str, sqlite3.Connection] = {}
 
@@ -184,11 +185,15 @@ class EpisodeState:
         """Restore the seed contents (snapshots are kept)."""
         _copy_database(self.store.master, self.conn)
         self._seed_mark = self._change_mark()
+        self._references = None  # the schema cookie restarts from the seed's
+
+    def _schema_version(self) -> int:
+        return self.conn.execute("PRAGMA schema_version").fetchone()[0]
 
     def _change_mark(self) -> tuple[int, int]:
         # ``total_changes`` counts every row written through the connection (rolled back or not) and the
         # schema cookie moves with any DDL, so while both stay put the contents have not changed.
-        return self.conn.total_changes, self.conn.execute("PRAGMA schema_version").fetchone()[0]
+        return self.conn.total_changes, self._schema_version()
 
     @property
     def pristine(self) -> bool:
@@ -199,7 +204,10 @@ class EpisodeState:
         """Tables that may differ between any two states of this episode (seed, snapshots, current)."""
         if not self._writes.tables:
             return set()
-        return digest.dependent_tables(self.conn, self._writes.tables)
+        version = self._schema_version()
+        if self._references is None or self._references[0] != version:  # read once per schema
+            self._references = (version, digest.action_references(self.conn))
+        return digest.dependent_tables(self._references[1], self._writes.tables)
 
     def snapshot(self) -> str:
         """Copy the current contents aside; returns the snapshot id."""
@@ -213,6 +221,7 @@ class EpisodeState:
         """Make the contents equal to a snapshot taken earlier (or ``"seed"``)."""
         _copy_database(self._resolve(snapshot_id), self.conn)
         self._seed_mark = self._change_mark() if snapshot_id == SEED_REF else None
+        self._references = None
 
     def _resolve(self, ref: str) -> sqlite3.Connection:
         if ref == SEED_REF:
