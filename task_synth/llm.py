@@ -9,10 +9,13 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from task_synth.profile import EnvProfile
 from task_synth.wording import leaks
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +35,14 @@ class LLMConfig:
     model: str
     api_key: str | None = None
 
+    def client(self, timeout: float = 60.0) -> AsyncOpenAI:
+        """An SDK client for this endpoint (close it when done)."""
+        from openai import AsyncOpenAI
+
+        return AsyncOpenAI(
+            base_url=self.base_url, api_key=self.api_key or "unused", max_retries=1, timeout=timeout
+        )
+
     @classmethod
     def from_settings(cls, base_url: str | None, model: str | None, api_key_env: str) -> LLMConfig | None:
         if not base_url or not model:
@@ -43,9 +54,9 @@ async def refine_request(
     llm: LLMConfig, request: str, answer: dict[str, Any], profile: EnvProfile, literals: set[str]
 ) -> str | None:
     """The LLM's rewrite of ``request``, or None when it fails a check (or the endpoint fails)."""
-    from openai import AsyncOpenAI, OpenAIError
+    from openai import OpenAIError
 
-    client = AsyncOpenAI(base_url=llm.base_url, api_key=llm.api_key or "unused", max_retries=1, timeout=60)
+    client = llm.client()
     try:
         response = await client.chat.completions.create(
             model=llm.model,

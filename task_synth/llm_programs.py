@@ -117,13 +117,13 @@ async def draft_program(
 ) -> ProgramDraft | str:
     """Ask for a task and its program, run it in ``runner``'s session, and feed failures back; a draft, or
     why none came out."""
-    from openai import AsyncOpenAI, OpenAIError
+    from openai import OpenAIError
 
     messages: list[dict[str, str]] = [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": _context(profile, knobs, rng)},
     ]
-    client = AsyncOpenAI(base_url=llm.base_url, api_key=llm.api_key or "unused", max_retries=1, timeout=120)
+    client = llm.client(timeout=120.0)
     try:
         for _ in range(DEBUG_ROUNDS):
             try:

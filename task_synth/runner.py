@@ -7,11 +7,11 @@ task that "returned nothing".
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from arena.runtime.pool import Lease
+from task_synth.values import canonical
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class LeaseRunner:
         back whole. At the seed state, reads and failed writes are answered from the memo if one is set."""
         key = None
         if self.memo is not None and self.mutating is not None and not self.dirty:
-            key = (tool, json.dumps(arguments, sort_keys=True, default=str))
+            key = (tool, canonical(arguments))
             if (known := self.memo.get(key)) is not None:
                 return StepOutcome(known.ok, known.value, remembered=True)
         result = await self.lease.call_as_arena(tool, arguments)
@@ -102,7 +102,7 @@ class LeaseRunner:
             self.dirty = False
 
     async def diff(self) -> dict[str, Any]:
-        """The session's changes since the seed; none, without asking, while no mutating tool ran."""
+        """The session's changes since the seed; none, without asking, while no write has succeeded."""
         return await self.lease.diff() if self.dirty else {}
 
     async def info(self) -> dict[str, Any]:

@@ -165,6 +165,13 @@ async def _draft(run: _Run, walk: LeaseRunner, level: int, rng: random.Random) -
     return _Draft(kind, solution, request, first_answer, diff, edges)
 
 
+def _author(llm_program: bool, *, reworded: bool) -> str:
+    """Who wrote the task: the LLM as a whole program, the templates reworded by the LLM, or templates."""
+    if llm_program:
+        return LLM_PROGRAM
+    return "llm" if reworded else "offline-templates"
+
+
 def _answer_from(chain: Chain, solution: Solution) -> dict[str, Any]:
     return {key: resolve(ref, chain.outputs) for key, ref in solution.answer.items()}
 
@@ -238,11 +245,7 @@ async def _finish(
         reference_answer=stable or None,
         verifier=Verifier(rubric=rubric, state=state),
         provenance={
-            "synthesizer": LLM_PROGRAM
-            if llm_program
-            else "llm"
-            if request != draft.request
-            else "offline-templates",
+            "synthesizer": _author(llm_program, reworded=request != draft.request),
             "seed": run.seed,
             "edges": draft.edges,
             "seed_hash": profile.seed_hash,
