@@ -131,10 +131,6 @@ class _Tools:
             raise ToolCallError(outcome.value["code"], outcome.value["message"])
         return outcome.value
 
-    def names(self) -> list[str]:
-        """The environment's tool names."""
-        return sorted(self._env.tools)
-
 
 def _import(name: str, *args: Any, **kwargs: Any) -> Any:
     if name in MODULES:
