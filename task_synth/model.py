@@ -181,6 +181,9 @@ class Task(BaseModel):
     verifier: Verifier
     provenance: dict[str, Any] = Field(default_factory=dict)
     measured: dict[str, float] = Field(default_factory=dict)
+    follow_ups: list[str] = Field(
+        default_factory=list, description="user messages sent one by one after each final reply"
+    )
 
     def with_id(self) -> Task:
         """Content-addressed id: the same task synthesized twice gets the same id."""
@@ -192,12 +195,16 @@ class Task(BaseModel):
             "answer": self.reference_answer,
             "verifier": self.verifier.model_dump(mode="json"),
         }
+        if self.follow_ups:
+            content["follow_ups"] = self.follow_ups
         digest = hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
         return self.model_copy(update={"id": f"{self.env.replace('/', '.')}-{digest[:12]}"})
 
 
 class Verdict(BaseModel):
-    """The result of verifying one submission; ``reasons`` names every failed check."""
+    """The result of verifying one submission; ``reasons`` names every failed check and ``criteria``
+    gives each check's result (``field:<key>``, ``state``, ``answer``, or a benchmark's own names)."""
 
     passed: bool
     reasons: list[str] = Field(default_factory=list)
+    criteria: dict[str, bool] = Field(default_factory=dict)

@@ -50,18 +50,26 @@ def accepts(rule: FieldRule, value: Any) -> bool:
     return _type_ok(rule, value) and _same(rule, value)
 
 
+def field_failures(rubric: Rubric, answer: Mapping[str, Any]) -> dict[str, str | None]:
+    """Per rubric field: why the answer's value fails it, or None when it passes."""
+    failures: dict[str, str | None] = {}
+    for key, rule in rubric.fields.items():
+        if key not in answer:
+            failures[key] = f"missing field {key!r}"
+        elif not _type_ok(rule, answer[key]):
+            failures[key] = f"field {key!r} should be {rule.type}, got {json_type(answer[key])}"
+        elif not _same(rule, answer[key]):
+            failures[key] = f"field {key!r} has a wrong value"
+        else:
+            failures[key] = None
+    return failures
+
+
 def check_answer(rubric: Rubric, answer: Any) -> list[str]:
     """Reasons the answer fails the rubric (empty when it passes)."""
     if not isinstance(answer, Mapping):
         return [f"the answer must be a JSON object, got {json_type(answer)}"]
-    reasons = []
-    for key, rule in rubric.fields.items():
-        if key not in answer:
-            reasons.append(f"missing field {key!r}")
-        elif not _type_ok(rule, answer[key]):
-            reasons.append(f"field {key!r} should be {rule.type}, got {json_type(answer[key])}")
-        elif not _same(rule, answer[key]):
-            reasons.append(f"field {key!r} has a wrong value")
+    reasons = [reason for reason in field_failures(rubric, answer).values() if reason]
     if not rubric.extra_fields_allowed:
         reasons += [f"unexpected field {key!r}" for key in answer if key not in rubric.fields]
     return reasons
@@ -123,16 +131,25 @@ def verify(task: Task, answer: Any, diff: Mapping[str, Any] | None) -> Verdict:
     """Apply every check of the task's verifier to an answer and (for state tasks) the episode's diff."""
     verifier = task.verifier
     reasons: list[str] = []
+    criteria: dict[str, bool] = {}
     if verifier.matcher == "agentworld":
-        reasons += _agentworld_reasons(verifier.reference_answer, answer)
+        failed = _agentworld_reasons(verifier.reference_answer, answer)
+        criteria["answer"] = not failed
+        reasons += failed
     if verifier.rubric is not None:
+        fields = field_failures(verifier.rubric, answer) if isinstance(answer, Mapping) else {}
+        for key in verifier.rubric.fields:
+            criteria[f"field:{key}"] = key in fields and fields[key] is None
         reasons += check_answer(verifier.rubric, answer)
     if verifier.state is not None:
-        if diff is None:
-            reasons.append("this task checks the final database state, but no episode state was given")
-        else:
-            reasons += check_state(verifier.state, diff)
-    return Verdict(passed=not reasons, reasons=reasons)
+        failed = (
+            ["this task checks the final database state, but no episode state was given"]
+            if diff is None
+            else check_state(verifier.state, diff)
+        )
+        criteria["state"] = not failed
+        reasons += failed
+    return Verdict(passed=not reasons, reasons=reasons, criteria=criteria)
 
 
 def parse_submission(task: Task, submission: Any) -> tuple[Any, list[dict[str, Any]]]:

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import openai
 import pytest
 import pytest_asyncio
 import ray
@@ -16,8 +15,9 @@ import ray
 from arena.cli.main import main
 from arena.cli.synth import filter_solvable, summary_table
 from arena.cli.synth_config import FilterSettings
+from arena.policies.base import PolicyRefused
+from arena.policies.openai_compat import OpenAIPolicy, PolicyConfig
 from arena.rollout.episode import run_episode
-from arena.rollout.policy import OpenAIPolicy, PolicyConfig
 from arena.rollout.solvability import INFRA_RETRIES, solved_k_of_n
 from arena.runtime.pool import EnvPool
 from arena.store import Database, TaskStore
@@ -102,10 +102,10 @@ async def test_replaying_the_reference_solution_passes(
         for task in tasks:
             episode = await run_episode(pool, task, agent)
             plan = plans[task.request]
-            assert episode.infra_error is None and episode.passed is True, (task.request, episode.reasons)
-            assert episode.turns == len(plan.calls) + 1
+            assert episode.infra_error is None and episode.passed is True, (task.request, episode.verdict)
+            assert len(episode.turns) == len(plan.calls) + 1
             assert [(c.name, c.arguments) for c in episode.tool_calls] == plan.calls
-            assert not any(c.is_error for c in episode.tool_calls)
+            assert not any(c.error_code is not None for c in episode.tool_calls)
     first = openai_server.requests[0]
     assert first["model"] == "fake-policy" and first["temperature"] == 0.2
     assert [m["role"] for m in first["messages"]] == ["system", "user"]
@@ -131,7 +131,7 @@ async def test_a_wrong_answer_fails_with_a_reason(
         episode = await run_episode(pool, task, agent)
     assert episode.infra_error is None and episode.passed is False
     assert episode.answer == wrong
-    assert any("wrong value" in reason or "should be" in reason for reason in episode.reasons)
+    assert any("wrong value" in reason or "should be" in reason for reason in episode.verdict.reasons)
 
 
 @module_loop
@@ -144,8 +144,8 @@ async def test_a_state_task_passes_with_real_writes_and_fails_without(
         assert (await run_episode(pool, task, agent)).passed is True
         openai_server.script = replay({task.request: Plan([], {})})
         missed = await run_episode(pool, task, agent)
-    assert missed.passed is False and missed.turns == 1
-    assert any("missing or different" in reason for reason in missed.reasons)
+    assert missed.passed is False and len(missed.turns) == 1
+    assert any("missing or different" in reason for reason in missed.verdict.reasons)
 
 
 @module_loop
@@ -160,8 +160,8 @@ async def test_malformed_arguments_and_tool_errors_go_back_to_the_model(
     openai_server.script = script
     async with policy(openai_server) as agent:
         episode = await run_episode(pool, answer_task(), agent)
-    assert episode.infra_error is None and episode.turns == 2 and episode.verdict is not None
-    assert [c.is_error for c in episode.tool_calls] == [True, True]
+    assert episode.infra_error is None and len(episode.turns) == 2 and episode.verdict is not None
+    assert [c.error_code is not None for c in episode.tool_calls] == [True, True]
     malformed, missing = openai_server.requests[1]["messages"][3:5]
     assert malformed["role"] == missing["role"] == "tool"
     error = json.loads(malformed["content"])["error"]
@@ -348,5 +348,5 @@ async def test_a_refused_later_turn_is_the_policys_failure_a_refused_first_turn_
         assert episode.passed is False and episode.infra_error is None
         assert episode.verdict is not None and "refused turn 2" in episode.verdict.reasons[0]
         assert "maximum context length exceeded" in episode.verdict.reasons[0]
-        with pytest.raises(openai.BadRequestError):
+        with pytest.raises(PolicyRefused):
             await run_episode(pool, answer_task(), agent)

@@ -22,7 +22,7 @@ from environments.sdk.environment import EnvironmentSpecError
 from task_synth.model import Task
 
 if TYPE_CHECKING:
-    from arena.rollout.policy import OpenAIPolicy
+    from arena.policies.openai_compat import OpenAIPolicy
     from arena.runtime.pool import EnvPool
     from task_synth.synthesizer import LLMConfig, SynthResult
 
@@ -62,6 +62,7 @@ async def filter_solvable(
     """Keep the tasks ``policy`` solves in at least k of n tries, with their measured solve rate; drop the
     rest, counted in ``result.dropped`` (a task whose tries the infrastructure kept failing is dropped as
     undetermined, never as unsolved). ``advance`` is called once per task judged."""
+    from arena.rollout.episode import EpisodeConfig
     from arena.rollout.solvability import solved_k_of_n
 
     k, n = settings.k, settings.n
@@ -69,7 +70,8 @@ async def filter_solvable(
 
     async def judge(task: Task) -> bool:
         async with tasks_at_once:
-            outcome = await solved_k_of_n(pool, task, policy, k, n, min(n, settings.concurrency))
+            limits = EpisodeConfig(max_turns=policy.config.max_turns)
+            outcome = await solved_k_of_n(pool, task, policy, k, n, min(n, settings.concurrency), limits)
         advance()
         if outcome.solved is None:
             result.dropped["solvability undetermined (infrastructure failures)"] += 1
@@ -87,7 +89,7 @@ async def filter_solvable(
 async def _synthesize_all(
     settings: SynthSettings, envs: list[str], tasks: TaskStore, profiles: ProfileStore
 ) -> tuple[list[SynthResult], int]:
-    from arena.rollout.policy import OpenAIPolicy
+    from arena.policies.openai_compat import OpenAIPolicy
     from arena.runtime.pool import EnvPool, PoolConfig
     from task_synth.imported import imported_question_tasks
     from task_synth.synthesizer import synthesize
@@ -182,6 +184,7 @@ def summary_table(results: list[SynthResult], *, solve_rates: bool = False) -> T
 def cmd_synth(args: argparse.Namespace) -> int:
     from openai import OpenAIError
 
+    from arena.policies.base import PolicyRefused
     from arena.runtime.errors import InfrastructureError
 
     try:
@@ -198,7 +201,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
         total = sum(tasks.count_by().values())
     except InfrastructureError as exc:
         return _fail(f"environment runtime failed (tasks of finished environments are stored): {exc}", 1)
-    except OpenAIError as exc:
+    except (OpenAIError, PolicyRefused) as exc:
         return _fail(
             f"the policy endpoint refused a request (tasks of finished environments are stored): {exc}", 1
         )

@@ -13,7 +13,7 @@ from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 if TYPE_CHECKING:
-    from arena.rollout.policy import PolicyConfig
+    from arena.policies.openai_compat import PolicyConfig
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 LEVELS = range(1, 6)
@@ -66,7 +66,7 @@ class FilterSettings(_Section):
 
     def policy_config(self) -> PolicyConfig | None:
         """The policy when ``policy.base_url`` and ``policy.model`` are set (the filter is on), else None."""
-        from arena.rollout.policy import PolicyConfig
+        from arena.policies.openai_compat import PolicyConfig
 
         policy = self.policy
         if policy.base_url is None and policy.model is None:

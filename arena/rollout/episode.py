@@ -1,4 +1,6 @@
-"""One episode: a policy works on a task in a fresh environment session, over MCP, and is verified.
+"""One episode, the one implementation that evaluation and both trainers run: lease a fresh session, list
+its tools, let the policy act (parallel tool calls over MCP, scripted follow-up user turns), verify,
+classify the failure mode, release.
 
 Infrastructure failures (a dead worker, an unreachable session, the policy endpoint down) end the episode
 with ``infra_error`` set and no verdict: they are never scored as the policy failing the task.
@@ -6,22 +8,25 @@ with ``infra_error`` set and no verdict: they are never scored as the policy fai
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import mcp_types as types
-import openai
-from openai.types.chat import ChatCompletionMessage, ChatCompletionMessageFunctionToolCall
 
-from arena.rollout.policy import OpenAIPolicy, PolicyUnavailable, tool_specs
+from arena.policies.base import Policy, PolicyEpisode, PolicyRefused, PolicyTurn, PolicyUnavailable, ToolCall
+from arena.rollout.failure import classify
+from arena.rollout.faults import FaultConfig, FaultInjector
+from arena.rollout.records import EpisodeRecord, ToolCallRecord, TurnRecord
 from arena.runtime.errors import InfrastructureError
 from task_synth.model import Task, Verdict
 from task_synth.verify import verify
-
-if TYPE_CHECKING:
-    from arena.runtime.pool import EnvPool, Lease
 
 SYSTEM_PROMPT = (
     "You are an assistant that completes the user's request using the tools provided. Call tools as "
@@ -31,34 +36,41 @@ SYSTEM_PROMPT = (
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.S)
 
 
-@dataclass
-class ToolCallRecord:
-    """One tool call the policy made, and whether it came back as an error."""
+class EpisodeSession(Protocol):
+    """What an episode needs of an environment session (``arena.runtime.pool.Lease`` is one)."""
 
-    name: str
-    arguments: dict[str, Any] | str
-    is_error: bool
+    async def list_tools(self) -> list[types.Tool]: ...
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> types.CallToolResult: ...
+
+    async def diff(self) -> dict[str, Any]: ...
 
 
-@dataclass
-class EpisodeResult:
-    """What happened: turns, tool calls, the parsed final answer, and the verdict (None if not scored)."""
+class SessionProvider(Protocol):
+    """Leases one fresh isolated session of an environment (``EnvPool`` is one)."""
 
-    task_id: str
-    turns: int = 0
-    tool_calls: list[ToolCallRecord] = field(default_factory=list)
-    answer: Any = None
-    verdict: Verdict | None = None
-    infra_error: str | None = None
+    def session(self, env: str) -> AbstractAsyncContextManager[EpisodeSession]: ...
 
-    @property
-    def passed(self) -> bool | None:
-        """True/False when scored; None when an infrastructure failure left the episode unscored."""
-        return None if self.verdict is None else self.verdict.passed
 
-    @property
-    def reasons(self) -> list[str]:
-        return [] if self.verdict is None else self.verdict.reasons
+@dataclass(frozen=True)
+class EpisodeConfig:
+    """Limits of one episode (a turn limit and a budget of generated tokens) and injected faults."""
+
+    max_turns: int = 12
+    max_tokens: int | None = None
+    system_prompt: str = SYSTEM_PROMPT
+    faults: FaultConfig = field(default_factory=FaultConfig)
+
+
+def tool_specs(tools: list[types.Tool]) -> list[dict[str, Any]]:
+    """MCP tools as OpenAI function tools (the MCP ``inputSchema`` is the function's ``parameters``)."""
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description or "", "parameters": t.input_schema},
+        }
+        for t in tools
+    ]
 
 
 def parse_answer(content: str | None) -> Any:
@@ -72,78 +84,174 @@ def parse_answer(content: str | None) -> Any:
         return text
 
 
-def _result_text(result: types.CallToolResult) -> str:
+def _result_payload(result: types.CallToolResult) -> Any:
     if result.structured_content is not None:
-        return json.dumps(result.structured_content, default=str)
-    return "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
-
-
-def _problem(message: str) -> str:
-    return json.dumps({"error": {"code": "INVALID_ARGUMENTS", "message": message}})
-
-
-async def _run_call(
-    lease: Lease, call: ChatCompletionMessageFunctionToolCall, record: list[ToolCallRecord]
-) -> str:
-    """Run one tool call over MCP; its result (or the problem with its arguments) as the tool message."""
-    name, raw = call.function.name, call.function.arguments
+        return result.structured_content
+    text = "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
     try:
-        arguments = json.loads(raw or "{}")
-    except ValueError as exc:
-        arguments = exc
-    if not isinstance(arguments, dict):
-        record.append(ToolCallRecord(name, raw, is_error=True))
-        return _problem(f"the arguments of {name} are not a JSON object ({arguments}); nothing was run")
-    result = await lease.call_tool(name, arguments)
-    record.append(ToolCallRecord(name, arguments, is_error=bool(result.is_error)))
-    return _result_text(result)
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
-def _assistant(message: ChatCompletionMessage) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": "assistant", "content": message.content}
-    if message.tool_calls:
-        out["tool_calls"] = [call.model_dump(exclude_none=True) for call in message.tool_calls]
-    return out
+def _error_code(payload: Any) -> str:
+    error = payload.get("error") if isinstance(payload, dict) else None
+    return str(error.get("code") or "ERROR") if isinstance(error, dict) else "ERROR"
 
 
-async def _converse(lease: Lease, task: Task, policy: OpenAIPolicy, result: EpisodeResult) -> Verdict:
-    tools = tool_specs(await lease.list_tools())
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": task.request},
-    ]
-    while result.turns < policy.config.max_turns:
+def assistant_message(turn: PolicyTurn) -> dict[str, Any]:
+    """A policy turn as an OpenAI-format assistant message."""
+    message: dict[str, Any] = {"role": "assistant", "content": turn.content}
+    if turn.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.raw or json.dumps(call.arguments or {})},
+            }
+            for call in turn.tool_calls
+        ]
+    return message
+
+
+class _Episode:
+    """The state of one running episode."""
+
+    def __init__(self, task: Task, config: EpisodeConfig, record: EpisodeRecord) -> None:
+        self.task, self.config, self.record = task, config, record
+        self.faults = FaultInjector(config.faults, f"{task.id}:{record.repeat}")
+        self.messages: list[dict[str, Any]] = [
+            {"role": "system", "content": config.system_prompt},
+            {"role": "user", "content": task.request},
+        ]
+        self.follow_ups = deque(task.follow_ups)
+        self.pending_user: str | None = task.request
+        self.generated = 0
+
+    async def call(self, session: EpisodeSession, call: ToolCall) -> ToolCallRecord:
+        arguments = call.arguments if call.arguments is not None else call.raw
+        record = ToolCallRecord(call.id, call.name, arguments)
+        started = time.perf_counter()
+        if call.arguments is None:
+            record.error_code = "INVALID_ARGUMENTS"
+            message = f"the arguments of {call.name} are not a JSON object ({call.raw[:200]!r}); nothing ran"
+            record.result = {"error": {"code": record.error_code, "message": message}}
+        elif injected := await self.faults.before_call(call.name):
+            record.injected = "timeout" if injected["code"] == "TIMEOUT" else "error"
+            record.error_code, record.result = injected["code"], {"error": injected}
+        else:
+            result = await session.call_tool(call.name, call.arguments)
+            record.result = _result_payload(result)
+            record.error_code = _error_code(record.result) if result.is_error else None
+        record.latency_s = time.perf_counter() - started
+        return record
+
+    async def turn(self, session: EpisodeSession, agent: PolicyEpisode) -> bool:
+        """One policy turn and its calls; True when the episode has its final answer."""
+        started = time.perf_counter()
         try:
-            message = await policy.reply(messages, tools)
-        except openai.BadRequestError as exc:
-            if result.turns == 0:
+            turn = await agent.act(self.messages)
+        except PolicyRefused as exc:
+            if not self.record.turns:
                 raise  # the first request is refused: a configuration problem, not this episode's
-            # Later, the conversation itself is what the endpoint refuses (most often: longer than the
-            # model's context): the policy could not finish the task.
-            reason = f"the policy endpoint refused turn {result.turns + 1}: {exc}"
-            return Verdict(passed=False, reasons=[reason])
-        result.turns += 1
-        messages.append(_assistant(message))
-        if not message.tool_calls:
-            result.answer = parse_answer(message.content)
-            diff = await lease.diff() if task.verifier.state is not None else None
-            return verify(task, result.answer, diff)
-        for call in message.tool_calls:
-            content = (
-                await _run_call(lease, call, result.tool_calls)
-                if isinstance(call, ChatCompletionMessageFunctionToolCall)
-                else _problem(f"{call.type} tool calls are not supported; call one of the functions")
-            )
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
-    return Verdict(passed=False, reasons=[f"no final answer within {policy.config.max_turns} turns"])
+            raise _Refused(f"the policy refused turn {len(self.record.turns) + 1}: {exc}") from exc
+        record = TurnRecord(
+            index=len(self.record.turns),
+            content=turn.content,
+            format_error=turn.format_error,
+            user_message=self.pending_user,
+            prompt_tokens=turn.prompt_tokens,
+            completion_tokens=turn.completion_tokens,
+            policy_latency_s=time.perf_counter() - started,
+        )
+        self.pending_user = None
+        self.record.turns.append(record)
+        self.generated += turn.completion_tokens or 0
+        self.messages.append(assistant_message(turn))
+        if turn.format_error is not None:
+            error = json.dumps({"error": {"code": "FORMAT_ERROR", "message": turn.format_error}})
+            self.messages.append({"role": "tool", "tool_call_id": "format_error", "content": error})
+            return False
+        if turn.tool_calls:
+            waited = time.perf_counter()
+            record.tool_calls = list(await asyncio.gather(*(self.call(session, c) for c in turn.tool_calls)))
+            record.tool_wait_s = time.perf_counter() - waited
+            for call in record.tool_calls:
+                content = json.dumps(call.result, default=str)
+                self.messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+            return False
+        self.record.answer = parse_answer(turn.content)
+        if self.follow_ups:
+            self.pending_user = self.follow_ups.popleft()
+            self.messages.append({"role": "user", "content": self.pending_user})
+            return False
+        return True
+
+    def out_of_budget(self) -> str | None:
+        limits = self.config
+        if len(self.record.turns) >= limits.max_turns:
+            return f"no final answer within {limits.max_turns} turns"
+        if limits.max_tokens is not None and self.generated >= limits.max_tokens:
+            return f"no final answer within the budget of {limits.max_tokens} generated tokens"
+        return None
 
 
-async def run_episode(pool: EnvPool, task: Task, policy: OpenAIPolicy) -> EpisodeResult:
-    """Run ``policy`` on ``task`` in a fresh session of ``task.env`` and verify the outcome."""
-    result = EpisodeResult(task.id)
+class _Refused(Exception):
+    """A later turn was refused by the policy (its context is full): the policy's failure."""
+
+
+async def _play(session: EpisodeSession, task: Task, policy: Policy, episode: _Episode) -> None:
+    agent = policy.start(task, tool_specs(await session.list_tools()))
+    record = episode.record
     try:
-        async with pool.session(task.env) as lease:
-            result.verdict = await _converse(lease, task, policy, result)
+        while (limit := episode.out_of_budget()) is None:
+            if await episode.turn(session, agent):
+                record.finished = True
+                diff = await session.diff() if task.verifier.state is not None else None
+                record.verdict = verify(task, record.answer, diff)
+                return
+        record.verdict = Verdict(passed=False, reasons=[limit])
+    except _Refused as exc:
+        record.verdict = Verdict(passed=False, reasons=[str(exc)])
+    finally:
+        record.trajectory = agent.trajectory()
+
+
+async def run_episode(
+    sessions: SessionProvider,
+    task: Task,
+    policy: Policy,
+    config: EpisodeConfig | None = None,
+    *,
+    repeat: int = 0,
+) -> EpisodeRecord:
+    """Run ``policy`` on ``task`` in a fresh session of ``task.env``; verify and classify the outcome."""
+    config = config or EpisodeConfig()
+    record = EpisodeRecord(task.id, task.env, task.difficulty, str(task.kind), repeat)
+    started = time.perf_counter()
+    try:
+        async with sessions.session(task.env) as session:
+            await _play(session, task, policy, _Episode(task, config, record))
     except (InfrastructureError, PolicyUnavailable) as exc:
-        result.verdict, result.infra_error = None, str(exc)
-    return result
+        record.verdict, record.infra_error = None, str(exc)
+    record.wall_s = time.perf_counter() - started
+    record.failure_mode = classify(record, task)
+    return record
+
+
+async def episodes(
+    sessions: SessionProvider,
+    items: list[tuple[Task, int]],
+    policy: Policy,
+    config: EpisodeConfig,
+    concurrency: int,
+) -> AsyncIterator[EpisodeRecord]:
+    """Run (task, repeat) episodes with at most ``concurrency`` at once, yielding each as it finishes."""
+    limit = asyncio.Semaphore(concurrency)
+
+    async def one(task: Task, repeat: int) -> EpisodeRecord:
+        async with limit:
+            return await run_episode(sessions, task, policy, config, repeat=repeat)
+
+    for finished in asyncio.as_completed([one(task, repeat) for task, repeat in items]):
+        yield await finished

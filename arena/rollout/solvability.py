@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from arena.rollout.episode import EpisodeResult, run_episode
-from arena.rollout.policy import OpenAIPolicy
+from arena.policies.base import Policy
+from arena.rollout.episode import EpisodeConfig, SessionProvider, run_episode
+from arena.rollout.records import EpisodeRecord
 from task_synth.model import Task
-
-if TYPE_CHECKING:
-    from arena.runtime.pool import EnvPool
 
 INFRA_RETRIES = 2
 
@@ -30,7 +27,7 @@ class SolvabilityResult:
     passes: int = 0
     scored: int = 0
     retried: int = 0
-    episodes: list[EpisodeResult] = field(default_factory=list)
+    episodes: list[EpisodeRecord] = field(default_factory=list)
 
     @property
     def solved(self) -> bool | None:
@@ -50,12 +47,17 @@ class SolvabilityResult:
 
 
 async def _scored_try(
-    pool: EnvPool, task: Task, policy: OpenAIPolicy, limit: asyncio.Semaphore, result: SolvabilityResult
-) -> EpisodeResult:
+    pool: SessionProvider,
+    task: Task,
+    policy: Policy,
+    config: EpisodeConfig,
+    limit: asyncio.Semaphore,
+    result: SolvabilityResult,
+) -> EpisodeRecord:
     attempt = 0
     while True:
         async with limit:
-            episode = await run_episode(pool, task, policy)
+            episode = await run_episode(pool, task, policy, config, repeat=attempt)
         if episode.infra_error is None or attempt == INFRA_RETRIES:
             return episode
         attempt += 1
@@ -63,7 +65,13 @@ async def _scored_try(
 
 
 async def solved_k_of_n(
-    pool: EnvPool, task: Task, policy: OpenAIPolicy, k: int, n: int, concurrency: int
+    pool: SessionProvider,
+    task: Task,
+    policy: Policy,
+    k: int,
+    n: int,
+    concurrency: int,
+    config: EpisodeConfig | None = None,
 ) -> SolvabilityResult:
     """Run ``n`` episodes of ``policy`` on ``task`` (at most ``concurrency`` at a time) and count passes."""
     if not 1 <= k <= n:
@@ -71,7 +79,9 @@ async def solved_k_of_n(
     result = SolvabilityResult(k=k, n=n)
     limit = asyncio.Semaphore(concurrency)
     result.episodes = list(
-        await asyncio.gather(*(_scored_try(pool, task, policy, limit, result) for _ in range(n)))
+        await asyncio.gather(
+            *(_scored_try(pool, task, policy, config or EpisodeConfig(), limit, result) for _ in range(n))
+        )
     )
     result.scored = sum(e.passed is not None for e in result.episodes)
     result.passes = sum(e.passed is True for e in result.episodes)
