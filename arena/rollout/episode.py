@@ -85,13 +85,14 @@ def parse_answer(content: str | None) -> Any:
 
 
 def _result_payload(result: types.CallToolResult) -> Any:
-    if result.structured_content is not None:
+    """A tool result as data: the tool's JSON value, or ``{"error": {...}}`` for an error result."""
+    if result.is_error and result.structured_content is not None:
         return result.structured_content
     text = "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
     try:
         return json.loads(text)
     except ValueError:
-        return text
+        return result.structured_content if result.structured_content is not None else text
 
 
 def _error_code(payload: Any) -> str:

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -34,6 +34,19 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def _add_missing_columns(engine: Engine) -> None:
+    """Add the nullable columns a newer schema has to tables an older version created (the store's only
+    migration: new columns are always nullable)."""
+    inspector = inspect(engine)
+    with engine.begin() as connection:
+        for table in Base.metadata.sorted_tables:
+            present = {column["name"] for column in inspector.get_columns(table.name)}
+            for column in table.columns:
+                if column.name not in present and column.nullable:
+                    kind = column.type.compile(engine.dialect)
+                    connection.execute(text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}'))
+
+
 class Database:
     """One store database: its engine, a session factory, and every table created on open."""
 
@@ -51,6 +64,7 @@ class Database:
             event.listen(self.engine, "connect", _sqlite_pragmas)
         try:
             Base.metadata.create_all(self.engine)
+            _add_missing_columns(self.engine)
         except SQLAlchemyError as exc:
             self.engine.dispose()
             reason = str(exc.orig if getattr(exc, "orig", None) else exc).splitlines()[0]

@@ -33,7 +33,9 @@ def _row_values(task: Task) -> dict[str, Any]:
 
 
 def _task(row: TaskRow) -> Task:
-    return Task.model_validate({column: getattr(row, column) for column in _COLUMNS})
+    values = {column: getattr(row, column) for column in _COLUMNS}
+    values["follow_ups"] = values["follow_ups"] or []
+    return Task.model_validate(values)
 
 
 def write_jsonl(path: Path, tasks: Iterable[Task]) -> int:

@@ -1,0 +1,177 @@
+"""Scripted baselines: ``reference`` replays the task's reference solution through the real tools, then
+answers; ``random`` calls random tools with schema-valid random arguments, then guesses.
+
+They play through the same episode loop as any model (one tool call per turn), so a reference score below
+100% points at the environment or the runtime, never at the policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import string
+from collections import Counter
+from typing import Any
+
+from arena.policies.base import PolicyTurn, TokenTrajectory, ToolCall, tool_message_content
+from task_synth.model import Task
+from task_synth.program import SolutionFailed, execute
+from task_synth.runner import ProgramOutcome, StepOutcome
+
+RETRIED_CODES = frozenset({"UNAVAILABLE", "TIMEOUT"})
+"""Error codes of transient faults the reference policy retries (see ``arena.rollout.faults``)."""
+MAX_RETRIES = 3
+
+
+class _EpisodeRunner:
+    """A ``task_synth`` ToolRunner whose calls are handed to the episode loop one turn at a time."""
+
+    def __init__(self) -> None:
+        self.requests: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue()
+        self.results: asyncio.Queue[Any] = asyncio.Queue()
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> StepOutcome:
+        for _ in range(MAX_RETRIES + 1):
+            await self.requests.put((tool, arguments))
+            value = await self.results.get()
+            error = value.get("error") if isinstance(value, dict) else None
+            if not isinstance(error, dict) or error.get("code") not in RETRIED_CODES:
+                break
+        return StepOutcome(not isinstance(error, dict), error if isinstance(error, dict) else value)
+
+    async def run_program(self, source: str) -> ProgramOutcome:
+        raise SolutionFailed("a generated program's calls cannot be replayed as an agent's tool calls")
+
+    async def reset(self, *, force: bool = False) -> None:
+        raise SolutionFailed("an agent cannot reset its session")
+
+    async def diff(self) -> dict[str, Any]:
+        raise SolutionFailed("an agent cannot read the session's diff")
+
+
+def _answer_turn(answer: Any) -> PolicyTurn:
+    return PolicyTurn(content=json.dumps(answer, default=str))
+
+
+class _ReferenceEpisode:
+    def __init__(self, task: Task) -> None:
+        self._task = task
+        self._runner = _EpisodeRunner()
+        self._solving: asyncio.Task[Any] | None = None
+        self._calls = 0
+
+    async def _solve(self) -> Any:
+        solution = self._task.solution
+        if solution is None or not solution.steps:
+            return self._task.reference_answer or {}
+        try:
+            return (await execute(solution, self._runner)).answer
+        except SolutionFailed:
+            # A generated program, or a step the environment refused: answer what the task recorded.
+            return self._task.reference_answer or {}
+
+    async def act(self, messages: list[dict[str, Any]]) -> PolicyTurn:
+        if self._solving is None or self._solving.done():
+            if self._solving is not None:  # a follow-up user turn after the answer: answer it again
+                return _answer_turn(self._solving.result())
+            self._solving = asyncio.create_task(self._solve())
+        elif messages and messages[-1].get("role") == "tool":
+            await self._runner.results.put(json.loads(tool_message_content(messages[-1]) or "null"))
+        request = asyncio.create_task(self._runner.requests.get())
+        done, _ = await asyncio.wait({request, self._solving}, return_when=asyncio.FIRST_COMPLETED)
+        if request in done:
+            tool, arguments = request.result()
+            self._calls += 1
+            return PolicyTurn(
+                tool_calls=[ToolCall(f"ref-{self._calls}", tool, arguments, json.dumps(arguments))]
+            )
+        request.cancel()
+        return _answer_turn(self._solving.result())
+
+    def trajectory(self) -> TokenTrajectory | None:
+        return None
+
+
+class ReferencePolicy:
+    """Replays each task's reference solution through the episode's real tools, then answers."""
+
+    name = "reference"
+
+    def start(self, task: Task, tools: list[dict[str, Any]]) -> _ReferenceEpisode:
+        return _ReferenceEpisode(task)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def random_value(schema: dict[str, Any], rng: random.Random, depth: int = 0) -> Any:
+    """A random value valid for a (simple) JSON Schema: enums, scalars, arrays and objects."""
+    if "enum" in schema:
+        return rng.choice(schema["enum"])
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            options = [s for s in schema[key] if s.get("type") != "null"] or schema[key]
+            return random_value(rng.choice(options), rng, depth)
+    kind = schema.get("type", "string")
+    kind = rng.choice(kind) if isinstance(kind, list) else kind
+    if kind == "integer":
+        return rng.randint(int(schema.get("minimum", 1)), int(schema.get("maximum", 50)))
+    if kind == "number":
+        return round(rng.uniform(float(schema.get("minimum", 0)), float(schema.get("maximum", 100))), 2)
+    if kind == "boolean":
+        return rng.random() < 0.5
+    if kind == "array":
+        return [random_value(schema.get("items", {}), rng, depth + 1) for _ in range(rng.randint(0, 2))]
+    if kind == "object" and depth < 3:
+        return random_arguments(schema, rng, depth + 1)
+    if kind == "null":
+        return None
+    return "".join(rng.choices(string.ascii_lowercase, k=rng.randint(3, 8)))
+
+
+def random_arguments(schema: dict[str, Any], rng: random.Random, depth: int = 0) -> dict[str, Any]:
+    """Every required property and about half of the optional ones, with random valid values."""
+    properties: dict[str, Any] = schema.get("properties", {})
+    required = set(schema.get("required", []))
+    return {
+        name: random_value(prop, rng, depth)
+        for name, prop in properties.items()
+        if name in required or rng.random() < 0.5
+    }
+
+
+class _RandomEpisode:
+    def __init__(self, tools: list[dict[str, Any]], calls: int, rng: random.Random) -> None:
+        self._tools, self._calls, self._rng = tools, calls, rng
+        self._made = 0
+
+    async def act(self, messages: list[dict[str, Any]]) -> PolicyTurn:
+        if self._made >= self._calls or not self._tools:
+            return _answer_turn({"answer": self._rng.randint(0, 100)})
+        self._made += 1
+        function = self._rng.choice(self._tools)["function"]
+        arguments = random_arguments(function.get("parameters") or {}, self._rng)
+        call = ToolCall(f"rnd-{self._made}", function["name"], arguments, json.dumps(arguments))
+        return PolicyTurn(tool_calls=[call])
+
+    def trajectory(self) -> TokenTrajectory | None:
+        return None
+
+
+class RandomPolicy:
+    """Random tools with schema-valid random arguments (``calls`` per episode), then a random guess."""
+
+    def __init__(self, calls: int = 3, seed: int = 0) -> None:
+        self.name = "random"
+        self._calls, self._seed = calls, seed
+        self._started: Counter[str] = Counter()
+
+    def start(self, task: Task, tools: list[dict[str, Any]]) -> _RandomEpisode:
+        """Each episode draws from its own generator (seed, task, how often the task was started)."""
+        self._started[task.id] += 1
+        rng = random.Random(f"{self._seed}:{task.id}:{self._started[task.id]}")
+        return _RandomEpisode(tools, self._calls, rng)
+
+    async def aclose(self) -> None:
+        return None
