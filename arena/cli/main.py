@@ -23,7 +23,13 @@ def _register_optional(subparsers: argparse._SubParsersAction) -> None:
     """Groups whose modules pull heavier dependencies are imported only if present."""
     import importlib
 
-    for module_name in ("arena.cli.demo", "arena.cli.image", "arena.cli.synth", "arena.cli.tasks"):
+    for module_name in (
+        "arena.cli.demo",
+        "arena.cli.eval",
+        "arena.cli.image",
+        "arena.cli.synth",
+        "arena.cli.tasks",
+    ):
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:

@@ -1,0 +1,1 @@
+"""Evaluation: suites, runs of policies over them, reports and trackers."""

@@ -1,0 +1,163 @@
+"""One evaluation run: a policy plays a suite's tasks (x repeats) in fresh environment sessions; every
+episode is stored as it finishes, then the report is written.
+
+A run's id derives from its configuration, so running the same configuration again resumes it: scored
+episodes are skipped and only infrastructure failures and missing episodes are played.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from arena.eval.settings import EvalSettings
+from arena.eval.suites import suite_envs, suite_tasks
+from arena.policies.base import PolicyRefused
+from arena.policies.factory import build_policy
+from arena.rollout.episode import episodes
+from arena.rollout.records import EpisodeRecord
+from arena.store import Database, ProfileStore, RunStore, TaskStore
+from environments.paths import arena_home
+from environments.registry import load_environment
+
+REPO_DIR = Path(__file__).resolve().parents[2]
+
+
+def git_revision() -> str | None:
+    """The checkout's commit, when the arena runs from a git checkout."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO_DIR, capture_output=True, text=True, timeout=5, check=True
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def report_dir(settings: EvalSettings, run_id: str) -> Path:
+    return (
+        Path(settings.report.dir).expanduser() if settings.report.dir else arena_home() / "reports" / run_id
+    )
+
+
+@dataclass
+class RunOutcome:
+    """What the CLI prints as the run's last line."""
+
+    run_id: str
+    planned: int
+    played: int
+    skipped: int
+    headline: dict[str, Any]
+    report: Path
+
+    def line(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            **self.headline,
+            "planned": self.planned,
+            "played": self.played,
+            "skipped_as_done": self.skipped,
+            "report": str(self.report),
+        }
+
+
+class _Tally:
+    """Running success and speed for the progress bar and the tracker."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.done = self.scored = self.passed = self.infra = 0
+
+    def add(self, record: EpisodeRecord) -> None:
+        self.done += 1
+        if record.passed is None:
+            self.infra += 1
+        else:
+            self.scored += 1
+            self.passed += int(record.passed)
+
+    def fields(self) -> dict[str, Any]:
+        rate = self.done / max(time.monotonic() - self.started, 1e-9)
+        success = self.passed / self.scored if self.scored else 0.0
+        return {"success": success, "infra": self.infra, "eps": rate}
+
+
+async def run_eval(settings: EvalSettings, console: Console) -> RunOutcome:
+    """Play (or resume) the run ``settings`` describes, store every episode, write the report."""
+    from arena.eval.report import write_report
+    from arena.eval.tracker import open_tracker
+    from arena.runtime.pool import EnvPool, PoolConfig
+
+    db = Database(settings.store.url)
+    task_store, runs = TaskStore(db), RunStore(db)
+    envs = suite_envs(settings.suite, task_store)
+    categories = {env: load_environment(env).info.category for env in envs}
+    pool = EnvPool(
+        PoolConfig(
+            envs={env: settings.pool.workers_per_env for env in envs},
+            warm_sessions_per_worker=settings.pool.warm_sessions_per_worker,
+        )
+    )
+    with console.status(f"starting {len(envs)} environment(s)…"):
+        await pool.start()
+    try:
+        with console.status(f"preparing suite {settings.suite.name}…"):
+            tasks = await suite_tasks(
+                pool, settings.suite, envs, settings.tasks_per_env, task_store, ProfileStore(db)
+            )
+        run_id = settings.resolved_run_id()
+        items = [(task, r) for task in tasks for r in range(settings.rollout.repeats)]
+        runs.start(
+            run_id,
+            policy=settings.policy.kind,
+            suite=settings.suite.name,
+            config=settings.model_dump(mode="json"),
+            git_revision=git_revision(),
+            planned=len(items),
+        )
+        done = runs.scored_keys(run_id)
+        todo = [(task, r) for task, r in items if (task.id, r) not in done]
+        out_dir = report_dir(settings, run_id)
+        tracker = open_tracker(settings.tracker, run_id, settings.model_dump(mode="json"), out_dir)
+        policy = build_policy(settings.policy, settings.seed)
+        tally = _Tally()
+        columns = (
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn(
+                "success {task.fields[success]:.0%}  infra {task.fields[infra]}  {task.fields[eps]:.1f} ep/s"
+            ),
+            TimeElapsedColumn(),
+        )
+        try:
+            with Progress(*columns, console=console, transient=False) as progress:
+                bar = progress.add_task(run_id, total=len(todo), **tally.fields())
+                async for record in episodes(
+                    pool, todo, policy, settings.episode_config(), settings.rollout.concurrency
+                ):
+                    runs.record(run_id, record, categories[record.env])
+                    tally.add(record)
+                    progress.update(bar, advance=1, **tally.fields())
+                    tracker.log_episode(tally.done, tally.fields())
+        except PolicyRefused as exc:
+            runs.finish(run_id, "failed", {"error": str(exc)})
+            tracker.finish()
+            raise
+        finally:
+            await policy.aclose()
+        report = write_report(runs, [run_id], out_dir)
+        runs.finish(run_id, "finished", report.headline)
+        tracker.log_report(report)
+        tracker.finish()
+    finally:
+        await pool.shutdown()
+        db.close()
+    return RunOutcome(run_id, len(items), len(todo), len(items) - len(todo), report.headline, report.markdown)

@@ -1,0 +1,126 @@
+"""Suites: the task lists an evaluation runs.
+
+``synth`` suites synthesize their tasks offline once, with the suite's own seed (kept apart from training
+synthesis), tag them ``suite:<name>:<seed>`` in the store and reuse them on every later run, so resumed and
+repeated runs see the same tasks. ``imported`` suites take the released questions of imported environments;
+``stored`` suites select tasks already in the store by environment, kind, level and tag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from arena.eval.settings import SuiteSettings
+from arena.store import ProfileStore, TaskStore
+from environments.registry import all_names, builtin_names, load_environment
+from task_synth.model import Task
+
+if TYPE_CHECKING:
+    from arena.runtime.pool import EnvPool
+
+
+class SuiteError(ValueError):
+    """The suite selects nothing, or names what does not exist (the message is one line)."""
+
+
+def suite_envs(suite: SuiteSettings, store: TaskStore) -> list[str]:
+    """The environments a suite covers (``all`` expands by the suite's source)."""
+    if suite.envs != "all":
+        names = [suite.envs] if isinstance(suite.envs, str) else list(suite.envs)
+        for name in names:
+            load_environment(name)
+        return names
+    if suite.source == "synth":
+        return builtin_names()
+    if suite.source == "imported":
+        names = [name for name in all_names() if name.startswith("agentworld/")]
+        if not names:
+            raise SuiteError(
+                "suite agentworld: no imported environments; run `arena env import agentworld DIR` first"
+            )
+        return names
+    return sorted({env for env, _level in store.count_by()})
+
+
+def _tag(suite: SuiteSettings) -> str:
+    return f"suite:{suite.name}:{suite.synth_seed}"
+
+
+def tags_of(task: Task) -> list[str]:
+    return list(task.provenance.get("tags", []))
+
+
+def _select(tasks: list[Task], per_env: int) -> list[Task]:
+    return sorted(tasks, key=lambda t: (t.difficulty, t.id))[:per_env]
+
+
+async def _synthesized(
+    pool: EnvPool,
+    suite: SuiteSettings,
+    env: str,
+    per_env: int,
+    store: TaskStore,
+    profiles: ProfileStore,
+    progress: Callable[[int], None],
+) -> list[Task]:
+    from task_synth.synthesizer import synthesize
+
+    tag = _tag(suite)
+    known = [t for t in store.list(env=env) if tag in tags_of(t)]
+    if len(known) < per_env:
+        result = await synthesize(
+            pool,
+            env,
+            n=per_env,
+            levels=suite.level_range or [1, 3],
+            seed=suite.synth_seed,
+            progress=progress,
+            profile_cache=profiles.load_profile,
+            save_profile=profiles.save_profile,
+        )
+        for task in result.tasks:
+            task.provenance["tags"] = sorted({*tags_of(task), tag})
+        store.add(result.tasks)
+        known = [t for t in store.list(env=env) if tag in tags_of(t)]
+    return _select(known, per_env)
+
+
+def _stored(suite: SuiteSettings, env: str, per_env: int, store: TaskStore) -> list[Task]:
+    levels = suite.level_range
+    tasks = [
+        t
+        for t in store.list(env=env, kind=suite.kind)
+        if (levels is None or t.difficulty in levels) and (suite.tag is None or suite.tag in tags_of(t))
+    ]
+    return _select(tasks, per_env)
+
+
+def _imported(env: str, per_env: int) -> list[Task]:
+    from task_synth.imported import imported_question_tasks
+
+    version = load_environment(env).info.version
+    return _select([t.with_id() for t in imported_question_tasks(env, version)], per_env)
+
+
+async def suite_tasks(
+    pool: EnvPool,
+    suite: SuiteSettings,
+    envs: list[str],
+    per_env: int,
+    store: TaskStore,
+    profiles: ProfileStore,
+    progress: Callable[[int], None] = lambda _k: None,
+) -> list[Task]:
+    """Up to ``per_env`` tasks of each environment, in a stable order (level, then id)."""
+    tasks: list[Task] = []
+    for env in envs:
+        if suite.source == "synth":
+            tasks += await _synthesized(pool, suite, env, per_env, store, profiles, progress)
+        elif suite.source == "stored":
+            tasks += _stored(suite, env, per_env, store)
+        else:
+            tasks += _imported(env, per_env)
+    if not tasks:
+        raise SuiteError(f"suite {suite.name!r} selects no task (environments: {', '.join(envs) or 'none'})")
+    return tasks
