@@ -55,35 +55,41 @@ def _select(tasks: list[Task], per_env: int) -> list[Task]:
     return sorted(tasks, key=lambda t: (t.difficulty, t.id))[:per_env]
 
 
-async def _synthesized(
+async def synthesized_tasks(
     pool: EnvPool,
-    suite: SuiteSettings,
     env: str,
-    per_env: int,
+    n: int,
+    levels: list[int],
+    seed: int,
+    tag: str,
     store: TaskStore,
     profiles: ProfileStore,
-    progress: Callable[[int], None],
+    progress: Callable[[int], None] = lambda _k: None,
 ) -> list[Task]:
+    """The tasks of ``env`` tagged ``tag`` in the store; synthesized (``n``, ``levels``, ``seed``), tagged
+    and stored first when fewer than ``n`` are there. Reruns and resumed runs get the same tasks."""
     from task_synth.synthesizer import synthesize
 
-    tag = _tag(suite)
-    known = [t for t in store.list(env=env) if tag in tags_of(t)]
-    if len(known) < per_env:
+    stored = {t.id: t for t in store.list(env=env)}
+    known = [t for t in stored.values() if tag in tags_of(t)]
+    if len(known) < n:
         result = await synthesize(
             pool,
             env,
-            n=per_env,
-            levels=suite.level_range or [1, 3],
-            seed=suite.synth_seed,
+            n=n,
+            levels=levels,
+            seed=seed,
             progress=progress,
             profile_cache=profiles.load_profile,
             save_profile=profiles.save_profile,
         )
-        for task in result.tasks:
-            task.provenance["tags"] = sorted({*tags_of(task), tag})
-        store.add(result.tasks)
+        tasks = [t if t.id else t.with_id() for t in result.tasks]
+        for task in tasks:  # a task another set already holds keeps that set's tags too
+            earlier = tags_of(stored[task.id]) if task.id in stored else []
+            task.provenance["tags"] = sorted({*earlier, *tags_of(task), tag})
+        store.add(tasks)
         known = [t for t in store.list(env=env) if tag in tags_of(t)]
-    return _select(known, per_env)
+    return known
 
 
 def _stored(suite: SuiteSettings, env: str, per_env: int, store: TaskStore) -> list[Task]:
@@ -116,7 +122,11 @@ async def suite_tasks(
     tasks: list[Task] = []
     for env in envs:
         if suite.source == "synth":
-            tasks += await _synthesized(pool, suite, env, per_env, store, profiles, progress)
+            levels = suite.level_range or [1, 3]
+            found = await synthesized_tasks(
+                pool, env, per_env, levels, suite.synth_seed, _tag(suite), store, profiles, progress
+            )
+            tasks += _select(found, per_env)
         elif suite.source == "stored":
             tasks += _stored(suite, env, per_env, store)
         else:

@@ -1,0 +1,81 @@
+"""Targeted synthesis: the next round's training tasks, allocated by the capability gaps.
+
+More tasks go where the policy is weak (environments below the mean get a larger share), at levels just
+around its frontier (the highest level it passes at least half the time, and one above), preferring tasks
+that exercise the tools it fails on. Every batch records why it was asked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from arena.evolve.gaps import GapReport
+
+FRONTIER_SUCCESS = 0.5
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Synthesize ``n`` tasks of ``env`` at ``levels``, preferring ``focus_tools``; ``reason`` says why."""
+
+    env: str
+    n: int
+    levels: list[int]
+    focus_tools: list[str]
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _shares(weights: dict[str, float], budget: int) -> dict[str, int]:
+    """``budget`` split by weight (largest remainders), at least one each while the budget allows."""
+    total = sum(weights.values()) or 1.0
+    exact = {env: budget * w / total for env, w in weights.items()}
+    counts = {env: int(x) for env, x in exact.items()}
+    for env in sorted(weights, key=lambda e: (counts[e] > 0, -(exact[e] - counts[e]), e)):
+        if sum(counts.values()) >= budget:
+            break
+        counts[env] += 1
+    return counts
+
+
+def frontier(report: GapReport, env: str, max_level: int) -> int:
+    """The highest level at which ``env``'s success reaches 50% (1 when none does)."""
+    passed = [
+        level
+        for level in range(1, max_level + 1)
+        if (rate := report.rate("env_level", f"{env}:{level}")) is not None
+        and rate.success >= FRONTIER_SUCCESS
+    ]
+    return max(passed, default=1)
+
+
+def allocate(
+    report: GapReport, envs: list[str], budget: int, *, max_level: int = 5, floor: float = 0.15
+) -> list[Batch]:
+    """Split ``budget`` tasks over ``envs`` by weakness; one batch per environment that gets any."""
+    weights = {}
+    for env in envs:
+        rate = report.rate("env", env)
+        weights[env] = floor + (1.0 - rate.success if rate is not None else 1.0)
+    batches = []
+    for env, n in _shares(weights, budget).items():
+        if n == 0:
+            continue
+        edge = frontier(report, env, max_level)
+        levels = sorted({edge, min(edge + 1, max_level)})
+        spots = [s for s in report.weak_spots if s.env == env]
+        tools = list(dict.fromkeys(t for s in spots for t in s.tools))[:3]
+        rate = report.rate("env", env)
+        seen = (
+            f"success {rate.success:.0%} vs mean {report.mean_success:.0%}" if rate else "not evaluated yet"
+        )
+        weakest = f", weakest at level {spots[0].level} ({spots[0].failure_mode})" if spots else ""
+        reason = (
+            f"{env}: {seen}{weakest}; {n} of {budget} tasks at levels {levels[0]}-{levels[-1]} "
+            f"around its frontier (level {edge})" + (f", favouring {', '.join(tools)}" if tools else "")
+        )
+        batches.append(Batch(env, n, levels, tools, reason))
+    return batches
