@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,13 +19,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from arena.eval.settings import EvalSettings
 from arena.eval.suites import suite_envs, suite_tasks
-from arena.policies.base import PolicyRefused
+from arena.policies.base import Policy, PolicyRefused
 from arena.policies.factory import build_policy
-from arena.rollout.episode import episodes
+from arena.rollout.episode import EpisodeConfig, SessionProvider, episodes
 from arena.rollout.records import EpisodeRecord
 from arena.store import Database, ProfileStore, RunStore, TaskStore
 from environments.paths import arena_home
 from environments.registry import load_environment
+from task_synth.model import Task
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 
@@ -89,6 +91,61 @@ class _Tally:
         return {"success": success, "infra": self.infra, "eps": rate}
 
 
+_STATS = "success {task.fields[success]:.0%}  infra {task.fields[infra]}  {task.fields[eps]:.1f} ep/s"
+
+
+@dataclass(frozen=True)
+class Play:
+    """One run to play: (task, repeat) items, the policy and the episode limits."""
+
+    run_id: str
+    items: list[tuple[Task, int]]
+    policy: Policy
+    config: EpisodeConfig
+    concurrency: int
+
+
+async def play(
+    sessions: SessionProvider,
+    runs: RunStore,
+    spec: Play,
+    categories: dict[str, str],
+    console: Console,
+    on_episode: Callable[[int, dict[str, Any]], None] = lambda _n, _f: None,
+) -> int:
+    """Play the run's items not yet scored in the store, storing each episode as it finishes (with a
+    progress bar); returns how many were played. The run row must exist (``RunStore.start``)."""
+    done = runs.scored_keys(spec.run_id)
+    todo = [(task, r) for task, r in spec.items if (task.id, r) not in done]
+    tally = _Tally()
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(
+            "success {task.fields[success]:.0%}  infra {task.fields[infra]}  {task.fields[eps]:.1f} ep/s"
+        ),
+        TimeElapsedColumn(),
+    )
+    try:
+        with Progress(*columns, console=console, transient=False) as progress:
+            bar = progress.add_task(spec.run_id, total=len(todo), **tally.fields())
+            async for record in episodes(sessions, todo, spec.policy, spec.config, spec.concurrency):
+                runs.record(spec.run_id, record, categories.get(record.env, ""))
+                tally.add(record)
+                progress.update(bar, advance=1, **tally.fields())
+                on_episode(tally.done, tally.fields())
+    except PolicyRefused as exc:
+        runs.finish(spec.run_id, "failed", {"error": str(exc)})
+        raise
+    return len(todo)
+
+
+def categories_of(envs: list[str]) -> dict[str, str]:
+    """Each environment's category (what reports group by)."""
+    return {env: load_environment(env).info.category for env in envs}
+
+
 async def run_eval(settings: EvalSettings, console: Console) -> RunOutcome:
     """Play (or resume) the run ``settings`` describes, store every episode, write the report."""
     from arena.eval.report import write_report
@@ -98,7 +155,7 @@ async def run_eval(settings: EvalSettings, console: Console) -> RunOutcome:
     db = Database(settings.store.url)
     task_store, runs = TaskStore(db), RunStore(db)
     envs = suite_envs(settings.suite, task_store)
-    categories = {env: load_environment(env).info.category for env in envs}
+    categories = categories_of(envs)
     pool = EnvPool(
         PoolConfig(
             envs={env: settings.pool.workers_per_env for env in envs},
@@ -122,42 +179,19 @@ async def run_eval(settings: EvalSettings, console: Console) -> RunOutcome:
             git_revision=git_revision(),
             planned=len(items),
         )
-        done = runs.scored_keys(run_id)
-        todo = [(task, r) for task, r in items if (task.id, r) not in done]
         out_dir = report_dir(settings, run_id)
         tracker = open_tracker(settings.tracker, run_id, settings.model_dump(mode="json"), out_dir)
         policy = build_policy(settings.policy, settings.seed)
-        tally = _Tally()
-        columns = (
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn(
-                "success {task.fields[success]:.0%}  infra {task.fields[infra]}  {task.fields[eps]:.1f} ep/s"
-            ),
-            TimeElapsedColumn(),
-        )
+        spec = Play(run_id, items, policy, settings.episode_config(), settings.rollout.concurrency)
         try:
-            with Progress(*columns, console=console, transient=False) as progress:
-                bar = progress.add_task(run_id, total=len(todo), **tally.fields())
-                async for record in episodes(
-                    pool, todo, policy, settings.episode_config(), settings.rollout.concurrency
-                ):
-                    runs.record(run_id, record, categories[record.env])
-                    tally.add(record)
-                    progress.update(bar, advance=1, **tally.fields())
-                    tracker.log_episode(tally.done, tally.fields())
-        except PolicyRefused as exc:
-            runs.finish(run_id, "failed", {"error": str(exc)})
-            tracker.finish()
-            raise
+            played = await play(pool, runs, spec, categories, console, tracker.log_episode)
         finally:
             await policy.aclose()
+            tracker.finish()
         report = write_report(runs, [run_id], out_dir)
         runs.finish(run_id, "finished", report.headline)
         tracker.log_report(report)
-        tracker.finish()
     finally:
         await pool.shutdown()
         db.close()
-    return RunOutcome(run_id, len(items), len(todo), len(items) - len(todo), report.headline, report.markdown)
+    return RunOutcome(run_id, len(items), played, len(items) - played, report.headline, report.markdown)
