@@ -20,7 +20,8 @@ from typing import Any, Protocol
 
 import mcp_types as types
 
-from arena.policies.base import Policy, PolicyEpisode, PolicyRefused, PolicyTurn, PolicyUnavailable, ToolCall
+from arena.policies.base import Policy, PolicyEpisode, PolicyRefused, PolicyUnavailable, ToolCall
+from arena.rollout.conversation import assistant_message, format_error_message, tool_message
 from arena.rollout.failure import classify
 from arena.rollout.faults import FaultConfig, FaultInjector
 from arena.rollout.records import EpisodeRecord, ToolCallRecord, TurnRecord
@@ -100,21 +101,6 @@ def _error_code(payload: Any) -> str:
     return str(error.get("code") or "ERROR") if isinstance(error, dict) else "ERROR"
 
 
-def assistant_message(turn: PolicyTurn) -> dict[str, Any]:
-    """A policy turn as an OpenAI-format assistant message."""
-    message: dict[str, Any] = {"role": "assistant", "content": turn.content}
-    if turn.tool_calls:
-        message["tool_calls"] = [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": call.raw or json.dumps(call.arguments or {})},
-            }
-            for call in turn.tool_calls
-        ]
-    return message
-
-
 class _Episode:
     """The state of one running episode."""
 
@@ -170,16 +156,13 @@ class _Episode:
         self.generated += turn.completion_tokens or 0
         self.messages.append(assistant_message(turn))
         if turn.format_error is not None:
-            error = json.dumps({"error": {"code": "FORMAT_ERROR", "message": turn.format_error}})
-            self.messages.append({"role": "tool", "tool_call_id": "format_error", "content": error})
+            self.messages.append(format_error_message(turn.format_error))
             return False
         if turn.tool_calls:
             waited = time.perf_counter()
             record.tool_calls = list(await asyncio.gather(*(self.call(session, c) for c in turn.tool_calls)))
             record.tool_wait_s = time.perf_counter() - waited
-            for call in record.tool_calls:
-                content = json.dumps(call.result, default=str)
-                self.messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+            self.messages += [tool_message(call) for call in record.tool_calls]
             return False
         self.record.answer = parse_answer(turn.content)
         if self.follow_ups:

@@ -1,0 +1,60 @@
+"""Chat messages of an episode (OpenAI format), built the same way while it runs and afterwards from its
+record: what a trainer renders for SFT on recorded episodes is what the policy saw."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from arena.policies.base import PolicyTurn, ToolCall
+from arena.rollout.records import EpisodeRecord, ToolCallRecord
+
+FORMAT_ERROR_CALL_ID = "format_error"
+
+
+def assistant_message(turn: PolicyTurn) -> dict[str, Any]:
+    """A policy turn as an assistant message (tool calls with their JSON arguments)."""
+    message: dict[str, Any] = {"role": "assistant", "content": turn.content}
+    if turn.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.raw or json.dumps(call.arguments or {})},
+            }
+            for call in turn.tool_calls
+        ]
+    return message
+
+
+def tool_message(call: ToolCallRecord) -> dict[str, Any]:
+    """A finished call's result (or error) as the tool message the policy reads."""
+    return {"role": "tool", "tool_call_id": call.id, "content": json.dumps(call.result, default=str)}
+
+
+def format_error_message(problem: str) -> dict[str, Any]:
+    """What the policy reads after output that should have been a tool call but could not be parsed."""
+    error = json.dumps({"error": {"code": "FORMAT_ERROR", "message": problem}})
+    return {"role": "tool", "tool_call_id": FORMAT_ERROR_CALL_ID, "content": error}
+
+
+def messages_of(record: EpisodeRecord, system_prompt: str) -> list[dict[str, Any]]:
+    """The whole conversation of a recorded episode, ending with its last policy turn."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
+    for turn in record.turns:
+        if turn.user_message is not None:
+            messages.append({"role": "user", "content": turn.user_message})
+        calls = [
+            ToolCall(
+                c.id,
+                c.name,
+                c.arguments if isinstance(c.arguments, dict) else None,
+                c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments),
+            )
+            for c in turn.tool_calls
+        ]
+        messages.append(assistant_message(PolicyTurn(content=turn.content, tool_calls=calls)))
+        if turn.format_error is not None:
+            messages.append(format_error_message(turn.format_error))
+        messages += [tool_message(call) for call in turn.tool_calls]
+    return messages
