@@ -26,6 +26,7 @@ def _register_optional(subparsers: argparse._SubParsersAction) -> None:
     for module_name in (
         "arena.cli.demo",
         "arena.cli.eval",
+        "arena.cli.evolve",
         "arena.cli.image",
         "arena.cli.synth",
         "arena.cli.tasks",

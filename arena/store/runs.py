@@ -169,6 +169,14 @@ class RunStore:
             if run is not None:
                 run.updated_at = datetime.now(UTC)
 
+    def progress(self, run_id: str, summary: dict[str, Any]) -> None:
+        """Replace a running run's summary (what a long job has finished so far)."""
+        with self.db.session() as session:
+            row = session.get(RunRow, run_id)
+            if row is None:
+                raise RunNotFound(f"no run {run_id!r} in the store")
+            row.summary, row.updated_at = summary, datetime.now(UTC)
+
     def finish(self, run_id: str, status: str, summary: dict[str, Any]) -> None:
         with self.db.session() as session:
             row = session.get(RunRow, run_id)

@@ -1,0 +1,335 @@
+"""``arena evolve``: the self-evolving loop, as stages recorded in the store.
+
+Round 0 synthesizes a training set and a held-out set (disjoint seeds; task ids and request texts that
+overlap are removed from training and the overlap is checked 0), warm-starts the policy by SFT on the
+reference policy's recorded episodes of the training set, and evaluates on the held-out set. Each later
+round: gap analysis of the last evaluation -> targeted synthesis -> training -> evaluation on the same
+held-out set. Every finished stage is written to the evolve run's row; a killed run resumes at the first
+unfinished stage (evaluations resume per episode, training per step from its checkpoints).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from arena.eval.runner import Play, categories_of, git_revision, play
+from arena.eval.stats import wilson_interval
+from arena.eval.suites import synthesized_tasks
+from arena.evolve.gaps import analyse
+from arena.evolve.settings import EvolveSettings
+from arena.evolve.targeting import allocate
+from arena.evolve.trainer import Conversation, RoundTrainer, make_trainer
+from arena.policies.scripted import ReferencePolicy
+from arena.rollout.conversation import messages_of
+from arena.rollout.episode import tool_specs
+from arena.store import Database, ProfileStore, RunStore, TaskStore
+from environments.paths import arena_home
+from environments.registry import builtin_names, load_environment
+from task_synth.model import Task
+
+
+@dataclass
+class Context:
+    """What every stage works with."""
+
+    settings: EvolveSettings
+    run_id: str
+    console: Console
+    store: TaskStore
+    runs: RunStore
+    profiles: ProfileStore
+    pool: Any
+    envs: list[str]
+    categories: dict[str, str]
+    home: Path
+    stages: dict[str, Any] = field(default_factory=dict)
+    trainer: RoundTrainer | None = None
+
+    def done(self, stage: str, result: Any) -> Any:
+        """Record a finished stage (and everything before it) in the evolve run's row."""
+        self.stages[stage] = result
+        self.runs.progress(self.run_id, {"stages": self.stages})
+        return result
+
+    def tasks(self, ids: list[str]) -> list[Task]:
+        return [self.store.get(task_id) for task_id in ids]
+
+
+def _envs(settings: EvolveSettings) -> list[str]:
+    if settings.envs == "all":
+        return builtin_names()
+    names = [settings.envs] if isinstance(settings.envs, str) else list(settings.envs)
+    for name in names:
+        load_environment(name)
+    return names
+
+
+async def _task_set(ctx: Context, name: str, per_env: int, levels: list[int], seed: int) -> list[Task]:
+    tag = f"{ctx.run_id}:{name}"
+    tasks: list[Task] = []
+    for env in ctx.envs:
+        found = await synthesized_tasks(ctx.pool, env, per_env, levels, seed, tag, ctx.store, ctx.profiles)
+        tasks += sorted(found, key=lambda t: (t.difficulty, t.id))[:per_env]
+    return tasks
+
+
+async def stage_sets(ctx: Context) -> dict[str, Any]:
+    """The training and held-out sets, disjoint by task id and by request text (checked, printed)."""
+    s = ctx.settings
+    heldout = await _task_set(ctx, "heldout", s.heldout.tasks_per_env, s.heldout.level_range, s.heldout.seed)
+    train = await _task_set(
+        ctx, "train", s.train_set.tasks_per_env, s.train_set.level_range, s.train_set.seed
+    )
+    held_ids, held_requests = {t.id for t in heldout}, {t.request for t in heldout}
+    train = [t for t in train if t.id not in held_ids and t.request not in held_requests]
+    overlap = {
+        "task_ids": len(held_ids & {t.id for t in train}),
+        "requests": len(held_requests & {t.request for t in train}),
+    }
+    ctx.console.print(
+        f"[bold]sets[/bold]: {len(train)} training tasks, {len(heldout)} held-out tasks; "
+        f"overlap of task ids {overlap['task_ids']}, of request texts {overlap['requests']}"
+    )
+    return {"train": [t.id for t in train], "heldout": [t.id for t in heldout], "overlap": overlap}
+
+
+async def _tools(ctx: Context, envs: set[str]) -> dict[str, list[dict[str, Any]]]:
+    tools = {}
+    for env in sorted(envs):
+        async with ctx.pool.session(env) as session:
+            tools[env] = tool_specs(await session.list_tools())
+    return tools
+
+
+async def reference_conversations(ctx: Context, tasks: list[Task], run_id: str) -> list[Conversation]:
+    """The reference policy plays ``tasks`` (recorded as run ``run_id``); its passed episodes become SFT
+    conversations, rendered exactly as a policy sees them."""
+    spec = Play(run_id, [(t, 0) for t in tasks], ReferencePolicy(), ctx.settings.episode_config(), 16)
+    ctx.runs.start(
+        run_id, policy="reference", suite="train", config={}, git_revision=git_revision(), planned=len(tasks)
+    )
+    await play(ctx.pool, ctx.runs, spec, ctx.categories, ctx.console)
+    ctx.runs.finish(run_id, "finished", {})
+    tools = await _tools(ctx, {t.env for t in tasks})
+    system = ctx.settings.episode_config().system_prompt
+    envs = {t.id: t.env for t in tasks}
+    return [
+        (messages_of(record, system), tools[envs[record.task_id]])
+        for record in ctx.runs.episode_records(run_id, passed=True)
+    ]
+
+
+def _checkpoint(ctx: Context, round_: int) -> Path:
+    return ctx.home / "checkpoints" / f"round{round_}"
+
+
+def _trainer(ctx: Context) -> RoundTrainer:
+    if ctx.trainer is None:
+        latest = max(
+            (int(k.split(":")[1]) for k in ctx.stages if k.startswith("train:") or k == "warm_start:0"),
+            default=None,
+        )
+        checkpoint = None if latest is None else _checkpoint(ctx, latest)
+        s = ctx.settings
+        policy = s.policy.model_dump(mode="json")
+        ctx.trainer = make_trainer(s.trainer.model_dump(mode="json"), policy, checkpoint)
+    return ctx.trainer
+
+
+async def stage_eval(ctx: Context, round_: int, heldout: list[Task]) -> dict[str, Any]:
+    run_id = f"{ctx.run_id}-r{round_}"
+    ctx.runs.start(
+        run_id,
+        kind="eval",
+        policy=f"{ctx.settings.policy.kind}@round{round_}",
+        suite="heldout",
+        config={"evolve": ctx.run_id, "round": round_},
+        git_revision=git_revision(),
+        planned=len(heldout),
+    )
+    policy = _trainer(ctx).policy(greedy=True)
+    spec = Play(
+        run_id,
+        [(t, 0) for t in heldout],
+        policy,
+        ctx.settings.episode_config(),
+        ctx.settings.rollout.concurrency,
+    )
+    try:
+        await play(ctx.pool, ctx.runs, spec, ctx.categories, ctx.console)
+    finally:
+        await policy.aclose()
+    episodes = [e for e in ctx.runs.episodes(run_id) if e.passed is not None]
+    passed = sum(bool(e.passed) for e in episodes)
+    low, high = wilson_interval(passed, len(episodes))
+    success = passed / len(episodes) if episodes else 0.0
+    ctx.runs.finish(run_id, "finished", {"success": success, "ci95": [low, high], "scored": len(episodes)})
+    ctx.console.print(
+        f"[bold]round {round_}[/bold]: held-out success {success:.1%} (95% CI {low:.1%}-{high:.1%})"
+    )
+    return {"run_id": run_id, "success": success, "ci95": [low, high], "scored": len(episodes)}
+
+
+async def stage_warm_start(ctx: Context, train: list[Task]) -> dict[str, Any]:
+    examples = await reference_conversations(ctx, train, f"{ctx.run_id}-reference-train")
+    ctx.console.print(f"[bold]warm start[/bold]: SFT on {len(examples)} reference conversations")
+    trainer = _trainer(ctx)
+    metrics = trainer.warm_start(examples)
+    trainer.save(_checkpoint(ctx, 0))
+    return {"examples": len(examples), **metrics}
+
+
+async def stage_targeted(
+    ctx: Context, round_: int, previous_eval: str, heldout: list[Task]
+) -> dict[str, Any]:
+    held = {t.id for t in heldout} | {t.request for t in heldout}
+    tasks = {t.id: t for t in heldout}
+    report = analyse(ctx.runs.episodes(previous_eval), tasks)
+    s = ctx.settings
+    batches = allocate(report, ctx.envs, s.targeted.tasks, max_level=s.targeted.max_level)
+    made: list[str] = []
+    for index, batch in enumerate(batches):
+        seed = s.seed * 100_003 + round_ * 1_009 + index
+        found = await synthesized_tasks(
+            ctx.pool,
+            batch.env,
+            batch.n,
+            batch.levels,
+            seed,
+            f"{ctx.run_id}:round{round_}",
+            ctx.store,
+            ctx.profiles,
+        )
+        fresh = [t for t in found if t.id not in held and t.request not in held]
+        focus = set(batch.focus_tools)
+        fresh.sort(key=lambda t: (-len(focus & set(t.solution.tool_calls if t.solution else [])), t.id))
+        made += [t.id for t in fresh[: batch.n]]
+    for batch in batches:
+        ctx.console.print(f"  asked: {batch.reason}")
+    return {
+        "gaps": report.to_json(),
+        "batches": [b.to_json() for b in batches],
+        "tasks": made,
+    }
+
+
+async def stage_train(ctx: Context, round_: int, tasks: list[Task]) -> dict[str, Any]:
+    trainer = _trainer(ctx)
+    metrics: dict[str, Any] = {}
+    if ctx.settings.targeted.sft:
+        examples = await reference_conversations(ctx, tasks, f"{ctx.run_id}-reference-r{round_}")
+        metrics["sft"] = trainer.warm_start(examples)
+    steps_dir = ctx.home / "checkpoints" / f"round{round_}-steps"
+    metrics["grpo"] = await trainer.train_round(
+        ctx.pool, tasks, ctx.settings.episode_config(), steps_dir, lambda text: ctx.console.print(f"  {text}")
+    )
+    trainer.save(_checkpoint(ctx, round_))
+    return metrics
+
+
+@dataclass
+class EvolveOutcome:
+    """The last line of ``arena evolve``."""
+
+    run_id: str
+    stages: dict[str, Any]
+    wall_s: float
+    report: Path
+
+    def line(self) -> dict[str, Any]:
+        rounds = sorted(int(k.split(":")[1]) for k in self.stages if k.startswith("eval:"))
+        evals = [self.stages[f"eval:{r}"] for r in rounds]
+        return {
+            "run_id": self.run_id,
+            "rounds": len(rounds) - 1,
+            "heldout_success_per_round": [round(e["success"], 4) for e in evals],
+            "heldout_ci95_per_round": [[round(x, 4) for x in e["ci95"]] for e in evals],
+            "heldout_tasks": len(self.stages["sets"]["heldout"]),
+            "train_tasks": len(self.stages["sets"]["train"]),
+            "overlap": self.stages["sets"]["overlap"],
+            "gain": round(evals[-1]["success"] - evals[0]["success"], 4) if evals else 0.0,
+            "wall_s": round(self.wall_s, 1),
+            "report": str(self.report),
+        }
+
+
+async def run_stages(ctx: Context) -> None:
+    """Every stage not finished yet, in order."""
+    s = ctx.settings
+    if "sets" not in ctx.stages:
+        ctx.done("sets", await stage_sets(ctx))
+    train, heldout = ctx.tasks(ctx.stages["sets"]["train"]), ctx.tasks(ctx.stages["sets"]["heldout"])
+    if "warm_start:0" not in ctx.stages:
+        ctx.done("warm_start:0", await stage_warm_start(ctx, train))
+    if "eval:0" not in ctx.stages:
+        ctx.done("eval:0", await stage_eval(ctx, 0, heldout))
+    for round_ in range(1, s.rounds + 1):
+        if f"targeted:{round_}" not in ctx.stages:
+            previous = ctx.stages[f"eval:{round_ - 1}"]["run_id"]
+            ctx.done(f"targeted:{round_}", await stage_targeted(ctx, round_, previous, heldout))
+        if f"train:{round_}" not in ctx.stages:
+            targeted = ctx.tasks(ctx.stages[f"targeted:{round_}"]["tasks"])
+            ctx.done(f"train:{round_}", await stage_train(ctx, round_, targeted))
+        if f"eval:{round_}" not in ctx.stages:
+            ctx.done(f"eval:{round_}", await stage_eval(ctx, round_, heldout))
+
+
+async def evolve(settings: EvolveSettings, console: Console) -> EvolveOutcome:
+    """Run (or resume) the evolve run ``settings`` describes; write its report."""
+    from arena.evolve.report import write_evolve_report
+    from arena.runtime.pool import EnvPool, PoolConfig
+
+    started = time.monotonic()
+    run_id = settings.resolved_run_id()
+    home = (
+        Path(settings.report.dir).expanduser() if settings.report.dir else arena_home() / "evolve"
+    ) / run_id
+    db = Database(settings.store.url)
+    runs = RunStore(db)
+    resumed = runs.start(
+        run_id,
+        kind="evolve",
+        policy=settings.policy.kind,
+        suite="evolve",
+        config=settings.model_dump(mode="json"),
+        git_revision=git_revision(),
+        planned=settings.rounds,
+    )
+    stages = dict((runs.get(run_id).summary or {}).get("stages", {})) if resumed else {}
+    if stages:
+        console.print(f"resuming {run_id}: finished stages {', '.join(stages)}")
+    envs = _envs(settings)
+    pool = EnvPool(
+        PoolConfig(
+            envs={env: settings.pool.workers_per_env for env in envs},
+            warm_sessions_per_worker=settings.pool.warm_sessions_per_worker,
+        )
+    )
+    with console.status(f"starting {len(envs)} environment(s)…"):
+        await pool.start()
+    ctx = Context(
+        settings,
+        run_id,
+        console,
+        TaskStore(db),
+        runs,
+        ProfileStore(db),
+        pool,
+        envs,
+        categories_of(envs),
+        home,
+        stages,
+    )
+    try:
+        await run_stages(ctx)
+        report = write_evolve_report(runs, run_id, ctx.stages, home / "report")
+        runs.finish(run_id, "finished", {"stages": ctx.stages})
+    finally:
+        await pool.shutdown()
+        db.close()
+    return EvolveOutcome(run_id, ctx.stages, time.monotonic() - started, report)
