@@ -9,6 +9,8 @@ fi
 stamp=.venv/.arena-installed
 if [[ ! -f "${stamp}" || pyproject.toml -nt "${stamp}" ]]; then
     .venv/bin/python -m pip install --quiet --upgrade pip
+    # The CPU build of torch first: an unpinned torch would pull a CUDA build of several GB.
+    .venv/bin/python -m pip install --quiet "torch==${TORCH_VERSION:-2.13.0}"
     .venv/bin/python -m pip install --quiet -e ".[dev]"
     touch "${stamp}"
 fi
