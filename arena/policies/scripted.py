@@ -51,7 +51,7 @@ class _EpisodeRunner:
 
 
 def _answer_turn(answer: Any) -> PolicyTurn:
-    return PolicyTurn(content=json.dumps(answer, default=str))
+    return PolicyTurn(content=answer if isinstance(answer, str) else json.dumps(answer, default=str))
 
 
 class _ReferenceEpisode:
@@ -61,15 +61,24 @@ class _ReferenceEpisode:
         self._solving: asyncio.Task[Any] | None = None
         self._calls = 0
 
+    def _recorded_answer(self) -> Any:
+        """The answer the task records: its reference answer, else the verifier's (imported tasks)."""
+        task = self._task
+        if task.reference_answer is not None:
+            return task.reference_answer
+        return task.verifier.reference_answer if task.verifier.reference_answer is not None else {}
+
     async def _solve(self) -> Any:
         solution = self._task.solution
         if solution is None or not solution.steps:
-            return self._task.reference_answer or {}
+            return self._recorded_answer()
         try:
-            return (await execute(solution, self._runner)).answer
+            run = await execute(solution, self._runner)
         except SolutionFailed:
             # A generated program, or a step the environment refused: answer what the task recorded.
-            return self._task.reference_answer or {}
+            return self._recorded_answer()
+        # A chain without an answer mapping (an imported question's verified chain) answers the record.
+        return run.answer if solution.answer else self._recorded_answer()
 
     async def act(self, messages: list[dict[str, Any]]) -> PolicyTurn:
         if self._solving is None or self._solving.done():
