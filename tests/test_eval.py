@@ -9,9 +9,11 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import ray
 from sqlalchemy import create_engine, text
 
 from arena.cli.main import main
@@ -25,9 +27,13 @@ def _lines(out: str) -> list[dict[str, object]]:
 
 
 @pytest.fixture
-def arena_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def arena_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A fresh ARENA_HOME; the Ray an in-process CLI run started is shut down after the test."""
     monkeypatch.setenv("ARENA_HOME", str(tmp_path / "home"))
-    return tmp_path / "home"
+    started_ray = not ray.is_initialized()
+    yield tmp_path / "home"
+    if started_ray:
+        ray.shutdown()
 
 
 def test_a_two_by_two_sweep_runs_stores_and_reports(
