@@ -184,13 +184,15 @@ async def run_eval(settings: EvalSettings, console: Console) -> RunOutcome:
         policy = build_policy(settings.policy, settings.seed)
         spec = Play(run_id, items, policy, settings.episode_config(), settings.rollout.concurrency)
         try:
-            played = await play(pool, runs, spec, categories, console, tracker.log_episode)
+            try:
+                played = await play(pool, runs, spec, categories, console, tracker.log_episode)
+            finally:
+                await policy.aclose()
+            report = write_report(runs, [run_id], out_dir)
+            runs.finish(run_id, "finished", report.headline)
+            tracker.log_report(report)
         finally:
-            await policy.aclose()
             tracker.finish()
-        report = write_report(runs, [run_id], out_dir)
-        runs.finish(run_id, "finished", report.headline)
-        tracker.log_report(report)
     finally:
         await pool.shutdown()
         db.close()
