@@ -72,7 +72,7 @@ async def test_grpo_moves_the_policy_toward_the_rewarded_episode(
     before = _logprob(trainer, graded[0])
     losses = [trainer.update(graded) for _ in range(3)]
     assert all(m["pg_loss"] != 0.0 and m["grad_norm"] > 0 for m in losses)
-    assert losses[0]["kl"] == pytest.approx(0.0, abs=1e-6) and losses[-1]["kl"] > 0
+    assert losses[-1]["kl"] > losses[0]["kl"] >= 0.0  # the reference is the weights before the first update
     assert _logprob(trainer, graded[0]) > before + 1.0
     uniform = trainer.update([Rollout(r.trajectory, 1.0, "u") for r in batch])
     assert uniform["pg_loss"] == pytest.approx(0.0, abs=1e-6)  # one group, same reward: no advantage

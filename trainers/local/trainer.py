@@ -208,11 +208,10 @@ class GRPOTrainer:
                 part.tolist(), trajectories, mask, old, advantages, ref
             ).items():
                 metrics[key].append(value)
-        tokens = sum(len(t.prompt_ids) + len(t.response_ids) for t in trajectories)
         return {
             **{key: float(np.mean(values)) for key, values in metrics.items()},
             "response_tokens": int(mask.sum()),
-            "update_tokens": tokens * len(metrics["pg_loss"]),
+            "update_tokens": sum(len(t.prompt_ids) + len(t.response_ids) for t in trajectories),
         }
 
     def _policy_update(
