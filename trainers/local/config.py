@@ -1,0 +1,59 @@
+"""The local trainer's settings and what each step reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from arena.rollout.records import EpisodeRecord
+
+
+@dataclass(frozen=True)
+class TrainerConfig:
+    """GRPO after Agent-World (clip-higher 0.2 / 0.28, KL penalty, n rollouts per task, binary reward)
+    plus the SFT warm start. ``micro_batch_tokens`` bounds one forward pass (gradients accumulate);
+    ``mini_batches`` optimizer steps are taken per GRPO step (the later ones are off-policy, so the
+    clipped ratio matters)."""
+
+    lr: float = 2e-4
+    sft_lr: float = 1e-3
+    n_rollouts: int = 4
+    tasks_per_step: int = 8
+    clip_ratio_low: float = 0.2
+    clip_ratio_high: float = 0.28
+    kl_coef: float = 0.001
+    kl_type: str = "low_var_kl"
+    loss_agg_mode: str = "token-mean"
+    mini_batches: int = 2
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 96
+    context_limit: int = 4096
+    concurrency: int = 16
+    epochs: int = 3
+    sft_batch_size: int = 8
+    micro_batch_tokens: int = 8192
+    max_grad_norm: float = 1.0
+    seed: int = 0
+    device: str = "cpu"
+
+
+@dataclass
+class StepMetrics:
+    """One GRPO step: what was rolled out, what entered the batch, the update's losses and the times."""
+
+    step: int
+    episodes: int
+    infra_dropped: int
+    batch_episodes: int
+    success: float
+    pg_loss: float
+    kl: float
+    clipfrac: float
+    grad_norm: float
+    response_tokens: int
+    update_tokens: int
+    rollout_s: float
+    update_s: float
+    tool_wait_s: float
+    episode_wall_s: float
+    records: list[EpisodeRecord] = field(default_factory=list, repr=False)
