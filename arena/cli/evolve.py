@@ -17,6 +17,8 @@ err_console = Console(stderr=True)
 
 
 def cmd_evolve(args: argparse.Namespace) -> int:
+    from transformers.utils import logging as transformers_logging
+
     from arena.evolve.loop import evolve
     from arena.evolve.settings import EvolveSettings
     from arena.runtime.errors import InfrastructureError
@@ -24,6 +26,7 @@ def cmd_evolve(args: argparse.Namespace) -> int:
     from environments.registry import UnknownEnvironment
     from environments.sdk.environment import EnvironmentSpecError
 
+    transformers_logging.disable_progress_bar()  # the loop shows its own progress
     try:
         if args.cfg:
             print(OmegaConf.to_yaml(compose_raw("evolve", args.overrides)))

@@ -26,11 +26,15 @@ from arena.evolve.targeting import allocate
 from arena.evolve.trainer import Conversation, RoundTrainer, make_trainer
 from arena.policies.scripted import ReferencePolicy
 from arena.rollout.conversation import messages_of
-from arena.rollout.episode import tool_specs
+from arena.rollout.episode import EpisodeConfig, tool_specs
 from arena.store import Database, ProfileStore, RunStore, TaskStore
 from environments.paths import arena_home
 from environments.registry import builtin_names, load_environment
 from task_synth.model import Task
+
+REFERENCE_MAX_TURNS = 64
+TINY = "tiny"
+"""``policy.path`` naming the tiny preset, built by the run itself (docs/training.md)."""
 
 
 @dataclass
@@ -49,6 +53,7 @@ class Context:
     home: Path
     stages: dict[str, Any] = field(default_factory=dict)
     trainer: RoundTrainer | None = None
+    base_model: str | None = None
 
     def done(self, stage: str, result: Any) -> Any:
         """Record a finished stage (and everything before it) in the evolve run's row."""
@@ -109,7 +114,8 @@ async def _tools(ctx: Context, envs: set[str]) -> dict[str, list[dict[str, Any]]
 async def reference_conversations(ctx: Context, tasks: list[Task], run_id: str) -> list[Conversation]:
     """The reference policy plays ``tasks`` (recorded as run ``run_id``); its passed episodes become SFT
     conversations, rendered exactly as a policy sees them."""
-    spec = Play(run_id, [(t, 0) for t in tasks], ReferencePolicy(), ctx.settings.episode_config(), 16)
+    limits = EpisodeConfig(max_turns=REFERENCE_MAX_TURNS)  # a reference chain is never cut short
+    spec = Play(run_id, [(t, 0) for t in tasks], ReferencePolicy(), limits, 16)
     ctx.runs.start(
         run_id, policy="reference", suite="train", config={}, git_revision=git_revision(), planned=len(tasks)
     )
@@ -136,7 +142,7 @@ def _trainer(ctx: Context) -> RoundTrainer:
         )
         checkpoint = None if latest is None else _checkpoint(ctx, latest)
         s = ctx.settings
-        policy = s.policy.model_dump(mode="json")
+        policy = s.policy.model_dump(mode="json") | ({"path": ctx.base_model} if ctx.base_model else {})
         ctx.trainer = make_trainer(s.trainer.model_dump(mode="json"), policy, checkpoint)
     return ctx.trainer
 
@@ -175,12 +181,32 @@ async def stage_eval(ctx: Context, round_: int, heldout: list[Task]) -> dict[str
     return {"run_id": run_id, "success": success, "ci95": [low, high], "scored": len(episodes)}
 
 
+def _base_model(ctx: Context, examples: list[Conversation]) -> str:
+    """The model the run starts from: the policy's path, or for the ``tiny`` preset, a tiny model built
+    here with its tokenizer trained on the training set's conversations and tools (never the held-out)."""
+    path = getattr(ctx.settings.policy, "path", None)
+    if path != TINY:
+        return str(path)
+    from arena.policies.tiny import build_tiny, conversation_corpus, tool_corpus
+
+    target = ctx.home / "tiny"
+    if not (target / "config.json").is_file():
+        system = ctx.settings.episode_config().system_prompt
+        corpus = [system, *(text for _, tools in examples for text in tool_corpus(tools))]
+        corpus += conversation_corpus(messages for messages, _ in examples)
+        build_tiny(target, corpus, seed=ctx.settings.seed)
+    return str(target)
+
+
 async def stage_warm_start(ctx: Context, train: list[Task]) -> dict[str, Any]:
     examples = await reference_conversations(ctx, train, f"{ctx.run_id}-reference-train")
     ctx.console.print(f"[bold]warm start[/bold]: SFT on {len(examples)} reference conversations")
+    ctx.base_model = _base_model(ctx, examples)
     trainer = _trainer(ctx)
-    metrics = trainer.warm_start(examples)
+    with ctx.console.status("SFT warm start…"):
+        metrics = trainer.warm_start(examples)
     trainer.save(_checkpoint(ctx, 0))
+    ctx.console.print(f"  SFT: {', '.join(f'{k}={v:.3g}' for k, v in metrics.items())}")
     return {"examples": len(examples), **metrics}
 
 
