@@ -17,7 +17,7 @@ from rich.table import Table
 
 from arena.cli.synth_config import ConfigError, FilterSettings, SynthSettings, load_settings
 from arena.store import Database, ProfileStore, StoreError, TaskStore, write_jsonl
-from environments.registry import UnknownEnvironment, builtin_names, load_environment
+from environments.registry import UnknownEnvironment, builtin_names, canonical_ref, load_environment
 from environments.sdk.environment import EnvironmentSpecError
 from task_synth.model import Task
 
@@ -36,13 +36,15 @@ def _fail(message: str, code: int = 2) -> int:
 
 
 def resolve_envs(settings: SynthSettings) -> list[str]:
-    """``all`` -> every built-in environment; otherwise the given names, each checked to load."""
+    """``all`` -> every built-in environment; otherwise the given names or paths, each checked to load
+    (paths made absolute: pool workers do not share the caller's working directory)."""
     names = settings.env if isinstance(settings.env, list) else [settings.env]
     if names == ["all"]:
         return builtin_names()
-    for name in names:
-        load_environment(name)
-    return list(dict.fromkeys(names))
+    refs = [canonical_ref(str(name)) for name in names]
+    for ref in refs:
+        load_environment(ref)
+    return list(dict.fromkeys(refs))
 
 
 def _llm_config(settings: SynthSettings) -> LLMConfig | None:
