@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from task_synth.chains import Chain, answer_fields, prune, sample_chain
+from task_synth.clarity import ambiguous_share, untied_keys
 from task_synth.difficulty import KIND_MIX, knobs_for
 from task_synth.graph import ToolGraph
 from task_synth.llm import LLMConfig, refine_request
@@ -53,6 +54,11 @@ class SynthResult:
     probes_rejected: int = 0
     profile: EnvProfile | None = None
     graph: ToolGraph | None = None
+
+    @property
+    def ambiguous_share(self) -> float:
+        """Share of kept tasks with an answer key a reader cannot tie to one call (``clarity``)."""
+        return ambiguous_share(self.tasks, {self.profile.env: self.profile}) if self.profile else 0.0
 
     def per_level(self) -> dict[int, dict[str, float]]:
         levels: dict[int, list[Task]] = {}
@@ -232,7 +238,8 @@ async def _finish(
                 for k, v in stable.items()
             }
         )
-    knobs = knobs_for(level)
+    # Knobs record what this task has: only a program aggregates.
+    knobs = knobs_for(level).model_copy(update={"aggregation": draft.kind is TaskKind.PROGRAM})
     request = draft.request
     llm_program = draft.edges == [LLM_PROGRAM]
     if run.llm is not None and not llm_program:
@@ -259,6 +266,16 @@ async def _finish(
             "distinct_tools": float(len({tool for tool, _ in replay.calls})),
         },
     ).with_id()
+    if untied_keys(task, profile) and request != draft.request:
+        # The rewording lost the words tying a key to its call: keep the template's request.
+        task = task.model_copy(
+            update={
+                "request": draft.request,
+                "provenance": {**task.provenance, "synthesizer": _author(llm_program, reworded=False)},
+            }
+        ).with_id()
+    if untied_keys(task, profile):
+        return "answer keys not tied to one call"
     if not verify(task, stable, diff).passed:
         return "reference fails its verifier"
     if signature(task) in run.signatures:
