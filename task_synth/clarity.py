@@ -2,9 +2,9 @@
 
 A key describes an entity ("the customer's city"). When the solution calls more than one tool that
 returns that kind of entity (a profile looked up twice, an order read and then cancelled), the
-description must say which call it means, in words the request uses: "as returned when you X" with X
-asked for exactly once in the request, or "as returned the second time you X" with X asked for at least
-twice. A key that does neither is *untied*: the natural reading may well fail the verifier.
+description must say which call it means, in words the request uses: "... when you X" with X asked for
+exactly once in the request, or "... the second time you X" with X asked for at least twice. A key that
+does neither is *untied*: the natural reading may well fail the verifier.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from task_synth.model import CallStep, Task
 from task_synth.profile import EnvProfile
 from task_synth.wording import ORDINALS, is_noun, key_entity
 
-_TIE = re.compile(r"as returned (?:when you|the (\w+) time you) (.+)$")
+_TIE = re.compile(r"(?:when you|the (\w+) time you) (.+)$")
 
 
 def _description(request: str, key: str) -> str | None:

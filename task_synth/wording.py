@@ -84,12 +84,13 @@ def _source_entity(chain: Chain, index: int, profile: EnvProfile) -> str:
     return profile.tools[chain.steps[ref.step].tool].entity
 
 
-def arguments_phrase(arguments: dict[str, Any]) -> str:
-    """``{'email': 'a@b', 'active_only': False}`` -> "email 'a@b' and active only set to no"."""
+def arguments_phrase(arguments: dict[str, Any], entity: str = "") -> str:
+    """``{'email': 'a@b', 'active_only': False}`` -> "email 'a@b' and active only set to no"; fields of
+    ``entity`` lose its name (a customer's ``customer_id`` is its 'id')."""
     parts = [
-        f"{field_label(k)} set to {'yes' if v else 'no'}"
+        f"{field_label(k, entity)} set to {'yes' if v else 'no'}"
         if isinstance(v, bool)
-        else f"{field_label(k)} {_value(v)}"
+        else f"{field_label(k, entity)} {_value(v)}"
         for k, v in arguments.items()
     ]
     return " and ".join(parts)
@@ -129,7 +130,8 @@ def _step_sentence(chain: Chain, index: int, profile: EnvProfile, knobs: Knobs, 
         return f"First, {action}."
     if not step.bindings:
         return f"Separately, {action}."
-    source = _label(_source_entity(chain, index, profile))
+    source_entity = _source_entity(chain, index, profile)
+    source = _label(source_entity)
     given = {k: resolve(r, chain.outputs) for k, r in step.bindings.items()}
     if (selector := chain.info[index].selector) is not None:
         field, value = selector
@@ -140,7 +142,7 @@ def _step_sentence(chain: Chain, index: int, profile: EnvProfile, knobs: Knobs, 
         return f"{sentence} and {action}."
     if knobs.hidden_references:
         return f"Then, for that {source}, {action}."
-    return f"Then, using the {source}'s {arguments_phrase(given)}, {action}."
+    return f"Then, using the {source}'s {arguments_phrase(given, source_entity)}, {action}."
 
 
 def _goal_sentence(chain: Chain, profile: EnvProfile, actions: list[str]) -> str:
@@ -175,13 +177,13 @@ def key_entity(path: str, tool_entity: str) -> str:
 
 
 def tie_clause(actions: list[str], step: int) -> str:
-    """Words tying a key to one call: 'as returned when you X', or 'the second time you X' when the
-    request asks for X more than once."""
+    """Words tying a key to one call: 'when you X', or 'the second time you X' when the request asks
+    for X more than once."""
     action = actions[step]
     repeats = [i for i, a in enumerate(actions) if a == action]
     if len(repeats) == 1:
-        return f"as returned when you {action}"
-    return f"as returned the {ORDINALS[repeats.index(step)]} time you {action}"
+        return f"when you {action}"
+    return f"the {ORDINALS[repeats.index(step)]} time you {action}"
 
 
 def describe_keys(
@@ -193,15 +195,14 @@ def describe_keys(
     for key, ref in answer.items():
         entity = key_entity(ref.path, chain_entities[ref.step])
         rivals = [i for i, e in enumerate(chain_entities) if i != ref.step and e == entity]
+        tie = rivals or not is_noun(entity)
         if "[*]" in ref.path:
-            text = f"the ids of the {_label(entity)} records found, as a list"
-        elif is_noun(entity):
-            text = f"the {_label(entity)}'s {field_label(ref.path, entity)}"
+            text = f"as a list, the ids of the {_label(entity)} records found"
+            text += f" {tie_clause(actions, ref.step)}" if tie and actions else ""
         else:
-            text = f"the {field_label(ref.path)}"
-            rivals = rivals or [ref.step]
-        if rivals and actions is not None:
-            text += f", {tie_clause(actions, ref.step)}"
+            text = f"the {_label(entity)}'s " if is_noun(entity) else "the "
+            text += field_label(ref.path, entity)
+            text += f" returned {tie_clause(actions, ref.step)}" if tie and actions else ""
         described[key] = text
     return described
 
