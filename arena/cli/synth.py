@@ -146,10 +146,12 @@ def _solve_rate(tasks: list[Task]) -> str:
 
 def summary_table(results: list[SynthResult], *, solve_rates: bool = False) -> Table:
     """Per environment and level: kept, mean chain length, mean distinct tools and (``solve_rates``: the
-    solvability filter ran) the mean policy solve rate of kept tasks; drops per environment."""
+    solvability filter ran) the mean policy solve rate of kept tasks; per environment, the share of kept
+    tasks with an answer key a reader cannot tie to one call (``task_synth.clarity``) and the drops."""
     table = Table(title="synthesized tasks")
     columns = ["env", "level", "kept", "mean chain length", "mean distinct tools"]
-    for column in [*columns, *(["policy solve rate"] if solve_rates else []), "dropped"]:
+    tail = ["ambiguous share", "dropped"]
+    for column in [*columns, *(["policy solve rate"] if solve_rates else []), *tail]:
         table.add_column(column, justify="left" if column in ("env", "dropped") else "right")
 
     def rate(tasks: list[Task]) -> list[str]:
@@ -165,6 +167,7 @@ def summary_table(results: list[SynthResult], *, solve_rates: bool = False) -> T
                 f"{stats['mean_distinct_tools']:.1f}",
                 *rate([t for t in result.tasks if t.difficulty == level]),
                 "",
+                "",
             )
         reasons = ", ".join(f"{reason} {count}" for reason, count in result.dropped.most_common())
         dropped = sum(result.dropped.values())
@@ -175,6 +178,7 @@ def summary_table(results: list[SynthResult], *, solve_rates: bool = False) -> T
             "",
             "",
             *rate(result.tasks),
+            f"{result.ambiguous_share:.0%}",
             f"{dropped} of {result.attempts} attempts" + (f" ({reasons})" if reasons else ""),
             end_section=True,
         )
