@@ -1,7 +1,7 @@
 """Ambiguity check: can a reader tie every answer key of a task to the one call it comes from?
 
-A key describes an entity ("the customer's city"). When the solution calls more than one tool that
-returns that kind of entity (a profile looked up twice, an order read and then cancelled), the
+A key describes an entity ("the customer's city"). When the solution makes another call of the same tool,
+or of a tool about that entity (a profile looked up twice, an order read and then cancelled), the
 description must say which call it means, in words the request uses: "... when you X" with X asked for
 exactly once in the request, or "... the second time you X" with X asked for at least twice. A key that
 does neither is *untied*: the natural reading may well fail the verifier.
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from task_synth.model import CallStep, Task
 from task_synth.profile import EnvProfile
-from task_synth.wording import ORDINALS, is_noun, key_entity
+from task_synth.wording import ORDINALS, is_noun, key_entity, rival_calls
 
 _TIE = re.compile(r"(?:when you|the (\w+) time you) (.+)$")
 
@@ -34,7 +34,7 @@ def untied_keys(task: Task, profile: EnvProfile) -> list[str]:
     untied = []
     for key, ref in task.solution.answer.items():
         entity = key_entity(ref.path, entities[ref.step])
-        rivals = [i for i, e in enumerate(entities) if i != ref.step and e == entity]
+        rivals = rival_calls(ref.step, entity, [c.tool for c in calls], entities)
         if not rivals and is_noun(entity):
             continue
         described = _description(task.request, key)

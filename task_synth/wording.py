@@ -186,15 +186,24 @@ def tie_clause(actions: list[str], step: int) -> str:
     return f"the {ORDINALS[repeats.index(step)]} time you {action}"
 
 
+def rival_calls(step: int, entity: str, tools: list[str], entities: list[str]) -> list[int]:
+    """Other calls a key about ``entity`` from call ``step`` could be read as coming from: calls of the
+    same tool, or of a tool about the same entity."""
+    return [i for i in range(len(tools)) if i != step and (tools[i] == tools[step] or entities[i] == entity)]
+
+
 def describe_keys(
-    answer: dict[str, Ref], chain_entities: list[str], actions: list[str] | None = None
+    answer: dict[str, Ref],
+    chain_entities: list[str],
+    actions: list[str] | None = None,
+    tools: list[str] | None = None,
 ) -> dict[str, str]:
     """What each key means; tied to its call in words (``tie_clause``) whenever another call of the
-    request returns the same kind of entity, or the entity is only a verb."""
+    request returns the same kind of entity (``rival_calls``), or the entity is only a verb."""
     described = {}
     for key, ref in answer.items():
         entity = key_entity(ref.path, chain_entities[ref.step])
-        rivals = [i for i, e in enumerate(chain_entities) if i != ref.step and e == entity]
+        rivals = rival_calls(ref.step, entity, tools or chain_entities, chain_entities)
         tie = rivals or not is_noun(entity)
         if "[*]" in ref.path:
             text = f"as a list, the ids of the {_label(entity)} records found"
@@ -245,7 +254,7 @@ def chain_request(
         body = [_goal_sentence(chain, profile, actions)]
     else:
         body = [_step_sentence(chain, i, profile, knobs, actions[i]) for i in range(len(chain.steps))]
-    body.append(answer_sentence(answer, describe_keys(answer, entities, actions)))
+    body.append(answer_sentence(answer, describe_keys(answer, entities, actions, chain.tools)))
     body += distractor_sentences(profile, set(entities), knobs.distractors, rng)
     return " ".join(body)
 
