@@ -2,7 +2,8 @@
 
 The request names no tool and quotes no answer value (``leaks`` checks both). Literal arguments are
 always stated (otherwise the task would be unsolvable); values passed between steps are stated only
-at levels without hidden references. Answer keys are named after entities and fields.
+at levels without hidden references. Answer keys are named after entities and fields, and tied in words
+to their call ("... when you X") wherever another call could be meant (``task_synth.clarity`` checks it).
 """
 
 from __future__ import annotations
@@ -124,7 +125,8 @@ def step_actions(chain: Chain, profile: EnvProfile, knobs: Knobs) -> list[str]:
     return actions
 
 
-def _step_sentence(chain: Chain, index: int, profile: EnvProfile, knobs: Knobs, action: str) -> str:
+def _step_sentence(chain: Chain, index: int, profile: EnvProfile, action: str) -> str:
+    """One instruction per step (levels without hidden references): values passed along are stated."""
     step = chain.steps[index]
     if index == 0:
         return f"First, {action}."
@@ -137,11 +139,9 @@ def _step_sentence(chain: Chain, index: int, profile: EnvProfile, knobs: Knobs, 
         field, value = selector
         sentence = f"Then, from those results take the {source} whose {field_label(field)} is {_value(value)}"
         shown = {k: v for k, v in given.items() if not (v == value and k.endswith(field))}
-        if shown and not knobs.hidden_references:
+        if shown:
             sentence += f" (its {arguments_phrase(shown)})"
         return f"{sentence} and {action}."
-    if knobs.hidden_references:
-        return f"Then, for that {source}, {action}."
     return f"Then, using the {source}'s {arguments_phrase(given, source_entity)}, {action}."
 
 
@@ -253,7 +253,7 @@ def chain_request(
     if knobs.hidden_references:
         body = [_goal_sentence(chain, profile, actions)]
     else:
-        body = [_step_sentence(chain, i, profile, knobs, actions[i]) for i in range(len(chain.steps))]
+        body = [_step_sentence(chain, i, profile, actions[i]) for i in range(len(chain.steps))]
     body.append(answer_sentence(answer, describe_keys(answer, entities, actions, chain.tools)))
     body += distractor_sentences(profile, set(entities), knobs.distractors, rng)
     return " ".join(body)
