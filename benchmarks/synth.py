@@ -4,11 +4,13 @@ Usage: python benchmarks/synth.py [--n TASKS_PER_ENV] [--envs a,b] [--seed S] [-
 
 Runs offline synthesis (templates, no LLM) on the built-in environments through a local EnvPool, then
 checks every kept task independently: its reference solution is re-run in a fresh session and must
-pass its verifier, and wrong answers (changed value, missing field, wrong entity, not an object; for
-state tasks also no change, a write to another entity, an extra write) must all fail. Measured
-difficulty per level: reference chain length, distinct tools, and the solve rate of a heuristic agent
-that follows strong edges only. Throughput counts the CPU of this driver and of the environment
-servers (tasks per core-second); the baseline is the same synthesis with one worker per environment.
+pass its verifier; every answer key must be tied in words to the one call it comes from
+(``ambiguous_share``: share of tasks with a key a reader cannot tie, ``task_synth.clarity``); wrong
+answers (changed value, missing field, wrong entity, not an object; for state tasks also no change, a
+write to another entity, an extra write) must all fail. Measured difficulty per level: reference chain
+length, distinct tools, and the solve rate of a heuristic agent that follows strong edges only.
+Throughput counts the CPU of this driver and of the environment servers (tasks per core-second); the
+baseline is the same synthesis with one worker per environment.
 Throughput rises with the batch: exploration calls at the seed state are answered from a memo shared by
 the run, so the default is the batch of the issue's example (``arena synth env=airline n=200``); smaller
 batches (``--n 50``) run at about 40-45 tasks per core-second. Discovery is measured once and stored, as
@@ -38,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 from arena.runtime.pool import EnvPool, PoolConfig  # noqa: E402
 from environments.registry import builtin_names  # noqa: E402
 from task_synth import synthesizer  # noqa: E402
+from task_synth.clarity import ambiguous_share  # noqa: E402
 from task_synth.heuristic import attempt  # noqa: E402
 from task_synth.model import Task  # noqa: E402
 from task_synth.program import SolutionFailed, execute, run_fresh  # noqa: E402
@@ -222,6 +225,7 @@ async def run(n: int, envs: list[str], seed: int, samples: Path | None) -> dict[
         "kept": len(tasks),
         "attempts": sum(r.attempts for r in results),
         "kept_reference_failures": sum(not c["reference_ok"] for c in checks.values()),
+        "ambiguous_share": round(ambiguous_share(tasks, {r.env: r.profile for r in results if r.profile}), 4),
         "wrong_answer_probes": sum(c["probes"] for c in checks.values()),
         "wrong_answer_rejected": sum(c["rejected"] for c in checks.values()),
         "wrong_answers_accepted": [a for c in checks.values() for a in c["accepted"]],

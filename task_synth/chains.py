@@ -110,6 +110,36 @@ def _choose_edge(edges: list[Edge], knobs: Knobs, used: set[str], rng: random.Ra
     return rng.choices(pool, weights=weights)[0]
 
 
+def _near_current(
+    arguments: dict[str, Any], refs: dict[str, Ref], output: Any, rng: random.Random
+) -> dict[str, Any]:
+    """A write's numbers near the record's own: a number drawn from data may belong to another entity
+    (a cat set to a dog's 35 kg); when the record being written has a field of the argument's name, the
+    new value is that field's value moved by about 10%."""
+    record = output
+    if refs:
+        path = next(iter(refs.values())).path
+        if "." in path:
+            try:
+                record = get_path(output, path.rsplit(".", 1)[0])
+            except LookupError:
+                return arguments
+    if not isinstance(record, dict):
+        return arguments
+    moved = dict(arguments)
+    for name, value in arguments.items():
+        current = record.get(name)
+        numbers = (value, current)
+        if name in refs or any(isinstance(v, bool) or not isinstance(v, int | float) for v in numbers):
+            continue
+        step = rng.choice((-1, 1))
+        if isinstance(current, int) and isinstance(value, int):
+            moved[name] = current + step * max(1, round(abs(current) * 0.1))
+        else:
+            moved[name] = round(current * (1 + step * 0.1), 2) or 1.0
+    return moved
+
+
 async def sample_chain(
     runner: ToolRunner,
     profile: EnvProfile,
@@ -184,6 +214,8 @@ async def _extend(
         literal = fill_arguments(tool, profile, rng, optional_share=0.15, fixed=values)
         if literal is None:
             continue
+        if tool.mutates:
+            literal = _near_current(literal, refs, chain.outputs[-1], rng)
         outcome = await runner.call(tool.name, literal)
         if not outcome.ok or outcome.empty:
             continue

@@ -1,6 +1,6 @@
-"""How synthesis runs tools: through a pool lease's control plane, in an isolated session.
+"""How synthesis runs tools: through a session lease's control plane, in an isolated session.
 
-Synthesis is arena-side code; the tools (trusted or not) execute inside the environment server (a local
+The tools (trusted or not) execute inside the environment server (a local
 process or a container). Runtime failures raise ``InfrastructureError`` and are never taken for a
 task that "returned nothing".
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from arena.runtime.pool import Lease
+from task_synth.sessions import SessionLease
 from task_synth.values import canonical
 
 
@@ -63,7 +63,7 @@ class LeaseRunner:
     """
 
     def __init__(
-        self, lease: Lease, mutating: frozenset[str] | None = None, *, memo: SeedMemo | None = None
+        self, lease: SessionLease, mutating: frozenset[str] | None = None, *, memo: SeedMemo | None = None
     ) -> None:
         """``mutating`` names the tools that can write; unknown (``None``), any call may have written."""
         self.lease = lease

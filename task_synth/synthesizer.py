@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from arena.runtime.pool import EnvPool
 from task_synth.chains import Chain, answer_fields, prune, sample_chain
+from task_synth.clarity import ambiguous_share, untied_keys
 from task_synth.difficulty import KIND_MIX, knobs_for
 from task_synth.graph import ToolGraph
 from task_synth.llm import LLMConfig, refine_request
@@ -29,6 +29,7 @@ from task_synth.program import SolutionFailed, execute, resolve, run_fresh
 from task_synth.programs import sample_program
 from task_synth.quality import MIN_PROBES, answer_probes, signature, state_probes
 from task_synth.runner import LeaseRunner, SeedMemo
+from task_synth.sessions import SessionProvider
 from task_synth.values import canonical
 from task_synth.verify import normalize_diff, rule_for, verify
 from task_synth.wording import chain_request, leaks, literal_values, program_request
@@ -53,6 +54,11 @@ class SynthResult:
     probes_rejected: int = 0
     profile: EnvProfile | None = None
     graph: ToolGraph | None = None
+
+    @property
+    def ambiguous_share(self) -> float:
+        """Share of kept tasks with an answer key a reader cannot tie to one call (``clarity``)."""
+        return ambiguous_share(self.tasks, {self.profile.env: self.profile}) if self.profile else 0.0
 
     def per_level(self) -> dict[int, dict[str, float]]:
         levels: dict[int, list[Task]] = {}
@@ -81,7 +87,10 @@ class _Draft:
 class _Run:
     """Shared state of one ``synthesize`` call."""
 
-    def __init__(self, profile: EnvProfile, n: int, levels: Sequence[int], seed: int, llm: LLMConfig | None):
+    def __init__(
+        self, ref: str, profile: EnvProfile, n: int, levels: Sequence[int], seed: int, llm: LLMConfig | None
+    ):
+        self.ref = ref  # what the session provider knows the environment by (a name or a path)
         self.profile = profile
         self.graph = ToolGraph.build(profile)
         self.n = n
@@ -229,7 +238,8 @@ async def _finish(
                 for k, v in stable.items()
             }
         )
-    knobs = knobs_for(level)
+    # Knobs record what this task has: only a program aggregates.
+    knobs = knobs_for(level).model_copy(update={"aggregation": draft.kind is TaskKind.PROGRAM})
     request = draft.request
     llm_program = draft.edges == [LLM_PROGRAM]
     if run.llm is not None and not llm_program:
@@ -249,12 +259,23 @@ async def _finish(
             "seed": run.seed,
             "edges": draft.edges,
             "seed_hash": profile.seed_hash,
+            **({"env_source": run.ref} if run.ref != profile.env else {}),
         },
         measured={
             "chain_length": float(len(replay.calls)),
             "distinct_tools": float(len({tool for tool, _ in replay.calls})),
         },
     ).with_id()
+    if untied_keys(task, profile) and request != draft.request:
+        # The rewording lost the words tying a key to its call: keep the template's request.
+        task = task.model_copy(
+            update={
+                "request": draft.request,
+                "provenance": {**task.provenance, "synthesizer": _author(llm_program, reworded=False)},
+            }
+        ).with_id()
+    if untied_keys(task, profile):
+        return "answer keys not tied to one call"
     if not verify(task, stable, diff).passed:
         return "reference fails its verifier"
     if signature(task) in run.signatures:
@@ -280,10 +301,12 @@ async def _finish(
     return task
 
 
-async def _worker(pool: EnvPool, run: _Run, index: int, progress: Callable[[int], None] | None) -> None:
+async def _worker(
+    pool: SessionProvider, run: _Run, index: int, progress: Callable[[int], None] | None
+) -> None:
     rng = random.Random(run.seed * 1_000 + index)
     mutating = run.profile.mutating
-    async with pool.session(run.profile.env) as walk_lease, pool.session(run.profile.env) as check_lease:
+    async with pool.session(run.ref) as walk_lease, pool.session(run.ref) as check_lease:
         walk = LeaseRunner(walk_lease, mutating, memo=run.seed_memo)
         check = LeaseRunner(check_lease, mutating)
         # Wrong-state probes only need *a* wrong state: their reads at the seed state may come from the
@@ -313,30 +336,32 @@ async def _worker(pool: EnvPool, run: _Run, index: int, progress: Callable[[int]
 
 
 async def load_profile(
-    pool: EnvPool,
+    pool: SessionProvider,
     env: str,
     *,
     seed: int,
     profile_cache: Callable[[str, str], dict | None] | None = None,
     save_profile: Callable[[str, str, dict], None] | None = None,
 ) -> EnvProfile:
-    """The stored profile of this environment version, or a fresh discovery (then stored)."""
+    """The stored profile of this environment version (keyed by the environment's name), or a fresh
+    discovery (then stored). ``env`` is what ``pool`` knows the environment by: a name or a path."""
     async with pool.session(env) as lease:
         runner = LeaseRunner(lease)
         info = await runner.info()
         version = f"{info.get('version', '')}:{info.get('seed_hash', '')[:16]}"
-        cached = profile_cache(env, version) if profile_cache else None
+        name = str(info.get("name", env))
+        cached = profile_cache(name, version) if profile_cache else None
         if cached is not None:
             return EnvProfile.model_validate(cached)
         profile = await discover(runner, seed=seed)
     profile.version = version
     if save_profile is not None:
-        save_profile(env, version, profile.model_dump(mode="json"))
+        save_profile(name, version, profile.model_dump(mode="json"))
     return profile
 
 
 async def synthesize(
-    pool: EnvPool,
+    pool: SessionProvider,
     env: str,
     *,
     n: int,
@@ -347,9 +372,11 @@ async def synthesize(
     profile_cache: Callable[[str, str], dict | None] | None = None,
     save_profile: Callable[[str, str, dict], None] | None = None,
 ) -> SynthResult:
-    """Synthesize up to ``n`` verified tasks for ``env`` spread over ``levels``."""
+    """Synthesize up to ``n`` verified tasks for ``env`` (a name or path ``pool`` serves) over ``levels``;
+    tasks store the environment's own name (and, when synthesized from a path, that path as
+    ``provenance.env_source``)."""
     profile = await load_profile(pool, env, seed=seed, profile_cache=profile_cache, save_profile=save_profile)
-    run = _Run(profile, n, levels, seed, llm)
+    run = _Run(env, profile, n, levels, seed, llm)
     await asyncio.gather(*(_worker(pool, run, i, progress) for i in range(WORKERS)))
     run.result.tasks.sort(key=lambda t: (t.difficulty, t.id))
     return run.result

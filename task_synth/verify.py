@@ -8,13 +8,11 @@ import math
 from collections import Counter
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from task_synth.model import FieldRule, Rubric, StateCheck, Task, Verdict
+from task_synth.sessions import SessionProvider
 from task_synth.values import canonical, json_type
-
-if TYPE_CHECKING:
-    from arena.runtime.pool import EnvPool
 
 ABSOLUTE_TOLERANCE = 1e-6
 
@@ -172,8 +170,11 @@ def parse_submission(task: Task, submission: Any) -> tuple[Any, list[dict[str, A
     return submission, []
 
 
-async def verify_submission(pool: EnvPool | None, task: Task, submission: Any) -> Verdict:
-    """Verify a submission; its tool calls (state tasks) are replayed in a fresh session of ``pool``."""
+async def verify_submission(
+    pool: SessionProvider | None, task: Task, submission: Any, *, env_ref: str | None = None
+) -> Verdict:
+    """Verify a submission; its tool calls (state tasks) are replayed in a fresh session of ``pool``
+    (of ``env_ref`` if given: the reference the pool knows the task's environment by; else ``task.env``)."""
     from task_synth.runner import LeaseRunner
 
     answer, calls = parse_submission(task, submission)
@@ -181,7 +182,7 @@ async def verify_submission(pool: EnvPool | None, task: Task, submission: Any) -
         return verify(task, answer, None)
     if pool is None:
         raise ValueError("verifying a state task needs an environment pool")
-    async with pool.session(task.env) as lease:
+    async with pool.session(env_ref or task.env) as lease:
         runner = LeaseRunner(lease)
         for call in calls:
             await runner.call(str(call["tool"]), dict(call.get("arguments") or {}))

@@ -226,3 +226,54 @@ def test_state_check_counts_a_repeated_write() -> None:
     check = StateCheck(expected=normalize_diff(once, ["comments.id"]), ignore_columns=["comments.id"])
     assert check_state(check, once) == []
     assert check_state(check, twice) == ["comments: 1 unexpected inserted row(s)"]
+
+
+@module_loop
+async def test_answer_keys_are_tied_to_one_call_and_wording_reads_plainly(pool: EnvPool) -> None:
+    import re
+
+    from task_synth.clarity import untied_keys
+    from task_synth.model import CallStep
+
+    result = await synthesize(pool, "airline", n=15, levels=[1, 2, 3, 4, 5], seed=11)
+    profile = result.profile
+    assert profile is not None and len(result.tasks) >= 10
+    assert result.ambiguous_share == 0.0
+    measured = 0
+    for task in result.tasks:
+        assert untied_keys(task, profile) == [], task.request
+        assert task.knobs.aggregation == (task.kind is TaskKind.PROGRAM)
+        assert not re.search(r"on file has [^()]* [01]\.\)", task.request), (
+            task.request
+        )  # raw SQLite booleans
+        assert not re.search(r"\b(true|false)\b", task.request), task.request
+        for entity in {t.entity for t in profile.tools.values()}:
+            assert f"the {entity}'s {entity} " not in task.request, task.request
+        steps = task.solution.steps
+        if task.kind is TaskKind.GRAPH and all(isinstance(s, CallStep) for s in steps):
+            # The measure can fail: a second identical call makes an untied key ambiguous.
+            key, ref = next(iter(task.solution.answer.items()))
+            if "when you" in task.request or "time you" in task.request:
+                continue
+            doubled = task.solution.model_copy(update={"steps": [*steps, steps[ref.step]]})
+            assert untied_keys(task.model_copy(update={"solution": doubled}), profile) == [key]
+            measured += 1
+    assert measured
+
+
+def test_field_labels_and_written_numbers_read_like_a_person() -> None:
+    from task_synth.chains import _near_current
+    from task_synth.wording import arguments_phrase, field_label
+
+    assert field_label("vet_name", "vet") == "name"
+    assert field_label("prescribed_on") == "prescribed-on date"
+    assert (
+        arguments_phrase({"active_only": False, "day": "2026-06-30"})
+        == "active only set to no and day '2026-06-30'"
+    )
+    pet = {"pet": {"id": 3, "weight_kg": 4.0, "age": 5}}
+    refs = {"pet_id": Ref(step=0, path="pet.id")}
+    moved = _near_current(
+        {"pet_id": 3, "weight_kg": 35.86, "age": 12, "note": "x"}, refs, pet, random.Random(0)
+    )
+    assert moved["weight_kg"] in (3.6, 4.4) and moved["age"] in (4, 6) and moved["note"] == "x"

@@ -1,4 +1,4 @@
-"""``arena demo``: serve a built-in environment through the pool and run a scripted episode against it."""
+"""``arena demo``: serve an environment (name or path) through the pool and run a scripted episode."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from arena.runtime.pool import EnvPool, PoolConfig
-from environments.registry import load_environment
+from environments.registry import UnknownEnvironment, canonical_ref, load_environment
+from environments.sdk.environment import EnvironmentSpecError
 
 console = Console()
 
@@ -23,6 +24,7 @@ def _preview(value: object, width: int = 90) -> str:
 async def scripted_episode(env_name: str) -> bool:
     """List tools over MCP, call every read tool that needs no arguments, make a malformed call,
     then show the episode's database diff and reset it to the seed. Returns True if all went as expected."""
+    env_name = canonical_ref(env_name)
     env = load_environment(env_name)
     config = PoolConfig(envs={env_name: 1}, warm_sessions_per_worker=2)
     async with EnvPool(config) as pool, pool.session(env_name) as lease:
@@ -41,9 +43,10 @@ async def scripted_episode(env_name: str) -> bool:
             result = await lease.call_tool(tool.name, {})
             ok &= not result.is_error
             table.add_row(tool.name, _preview(result.structured_content))
-        write = next(spec for spec in env.tools.values() if spec.mutates)
-        bad = await lease.call_tool(write.name, {"unexpected": 1})
-        table.add_row(f"{write.name} (malformed)", _preview(bad.structured_content["error"]["code"]))
+        specs = list(env.tools.values())
+        malformed = next((spec for spec in specs if spec.mutates), specs[0])
+        bad = await lease.call_tool(malformed.name, {"unexpected": 1})
+        table.add_row(f"{malformed.name} (malformed)", _preview(bad.structured_content["error"]["code"]))
         ok &= bad.is_error and bad.structured_content["error"]["code"] == "VALIDATION_ERROR"
         console.print(table)
         seed_hash = (await lease.worker.control.info())["seed_hash"]
@@ -57,7 +60,11 @@ async def scripted_episode(env_name: str) -> bool:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    return 0 if asyncio.run(scripted_episode(args.env)) else 1
+    try:
+        return 0 if asyncio.run(scripted_episode(args.env)) else 1
+    except (UnknownEnvironment, EnvironmentSpecError) as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        return 2
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -123,7 +123,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     report = check_environment(args.env, run_tests=not args.no_tests)
     for check in report.checks:
         mark = "[green]ok[/green]  " if check.ok else "[red]FAIL[/red]"
-        console.print(f"{mark} {check.name}: {check.detail}", highlight=False)
+        console.print(f"{mark} {check.name}: {check.detail}", highlight=False, soft_wrap=True)
     return 0 if report.ok else 1
 
 

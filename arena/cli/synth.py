@@ -17,7 +17,7 @@ from rich.table import Table
 
 from arena.cli.synth_config import ConfigError, FilterSettings, SynthSettings, load_settings
 from arena.store import Database, ProfileStore, StoreError, TaskStore, write_jsonl
-from environments.registry import UnknownEnvironment, builtin_names, load_environment
+from environments.registry import UnknownEnvironment, builtin_names, canonical_ref, load_environment
 from environments.sdk.environment import EnvironmentSpecError
 from task_synth.model import Task
 
@@ -36,13 +36,15 @@ def _fail(message: str, code: int = 2) -> int:
 
 
 def resolve_envs(settings: SynthSettings) -> list[str]:
-    """``all`` -> every built-in environment; otherwise the given names, each checked to load."""
+    """``all`` -> every built-in environment; otherwise the given names or paths, each checked to load
+    (paths made absolute: pool workers do not share the caller's working directory)."""
     names = settings.env if isinstance(settings.env, list) else [settings.env]
     if names == ["all"]:
         return builtin_names()
-    for name in names:
-        load_environment(name)
-    return list(dict.fromkeys(names))
+    refs = [canonical_ref(str(name)) for name in names]
+    for ref in refs:
+        load_environment(ref)
+    return list(dict.fromkeys(refs))
 
 
 def _llm_config(settings: SynthSettings) -> LLMConfig | None:
@@ -146,10 +148,12 @@ def _solve_rate(tasks: list[Task]) -> str:
 
 def summary_table(results: list[SynthResult], *, solve_rates: bool = False) -> Table:
     """Per environment and level: kept, mean chain length, mean distinct tools and (``solve_rates``: the
-    solvability filter ran) the mean policy solve rate of kept tasks; drops per environment."""
+    solvability filter ran) the mean policy solve rate of kept tasks; per environment, the share of kept
+    tasks with an answer key a reader cannot tie to one call (``task_synth.clarity``) and the drops."""
     table = Table(title="synthesized tasks")
     columns = ["env", "level", "kept", "mean chain length", "mean distinct tools"]
-    for column in [*columns, *(["policy solve rate"] if solve_rates else []), "dropped"]:
+    tail = ["ambiguous share", "dropped"]
+    for column in [*columns, *(["policy solve rate"] if solve_rates else []), *tail]:
         table.add_column(column, justify="left" if column in ("env", "dropped") else "right")
 
     def rate(tasks: list[Task]) -> list[str]:
@@ -165,6 +169,7 @@ def summary_table(results: list[SynthResult], *, solve_rates: bool = False) -> T
                 f"{stats['mean_distinct_tools']:.1f}",
                 *rate([t for t in result.tasks if t.difficulty == level]),
                 "",
+                "",
             )
         reasons = ", ".join(f"{reason} {count}" for reason, count in result.dropped.most_common())
         dropped = sum(result.dropped.values())
@@ -175,6 +180,7 @@ def summary_table(results: list[SynthResult], *, solve_rates: bool = False) -> T
             "",
             "",
             *rate(result.tasks),
+            f"{result.ambiguous_share:.0%}",
             f"{dropped} of {result.attempts} attempts" + (f" ({reasons})" if reasons else ""),
             end_section=True,
         )

@@ -13,6 +13,8 @@ from rich.table import Table
 
 from arena.cli.tasks_view import task_view
 from arena.store import Database, StoreError, TaskNotFound, TaskStore
+from environments.registry import UnknownEnvironment
+from environments.sdk.environment import EnvironmentSpecError
 from task_synth.model import Task, Verdict
 
 console = Console()
@@ -52,17 +54,45 @@ def cmd_show(args: argparse.Namespace, store: TaskStore) -> int:
     return 0
 
 
-async def verify(task: Task, submission: Any) -> Verdict:
+def environment_of(task: Task, explicit: str | None) -> str:
+    """The reference to serve ``task``'s environment from. A stored task's ``env`` resolves only as a
+    *name* (built-in, registered or imported), never as a path: a task file cannot make the arena run an
+    arbitrary ``.py``. ``explicit`` (``--env``, typed by the user) may be a path; the environment it
+    loads must carry the task's name."""
+    from environments.registry import canonical_ref, load_environment, load_registered
+
+    if explicit is not None:
+        env = load_environment(explicit)
+        if env.name != task.env:
+            raise UnknownEnvironment(
+                f"--env {explicit} is environment {env.name!r}; this task needs {task.env!r}"
+            )
+        return canonical_ref(explicit)
+    try:
+        load_registered(task.env)
+    except UnknownEnvironment as exc:
+        source = task.provenance.get("env_source")
+        if source is None:
+            raise
+        raise UnknownEnvironment(
+            f"this task's environment {task.env!r} is not registered; it was synthesized from {source}: "
+            f"pass --env {source}, or register it once (docs/authoring.md, 'Registering an environment')"
+        ) from exc
+    return task.env
+
+
+async def verify(task: Task, submission: Any, env_ref: str | None = None) -> Verdict:
     """Verify a submission; tasks with a final-state check replay its calls in a fresh session of their
-    environment."""
+    environment (``env_ref``: from ``environment_of``)."""
     from task_synth.verify import verify_submission
 
     if task.verifier.state is None:
         return await verify_submission(None, task, submission)
     from arena.runtime.pool import EnvPool, PoolConfig
 
-    async with EnvPool(PoolConfig(envs={task.env: 1}, warm_sessions_per_worker=1)) as pool:
-        return await verify_submission(pool, task, submission)
+    ref = env_ref or task.env
+    async with EnvPool(PoolConfig(envs={ref: 1}, warm_sessions_per_worker=1)) as pool:
+        return await verify_submission(pool, task, submission, env_ref=ref)
 
 
 def cmd_verify(args: argparse.Namespace, store: TaskStore) -> int:
@@ -79,7 +109,13 @@ def cmd_verify(args: argparse.Namespace, store: TaskStore) -> int:
         parse_submission(task, submission)
     except ValueError as exc:
         return _fail(f"{args.answer}: {exc}")
-    verdict = asyncio.run(verify(task, submission))
+    env_ref = None
+    if task.verifier.state is not None:
+        try:
+            env_ref = environment_of(task, args.env)
+        except (UnknownEnvironment, EnvironmentSpecError) as exc:
+            return _fail(str(exc).strip("'\""))
+    verdict = asyncio.run(verify(task, submission, env_ref))
     if verdict.passed:
         console.print(f"[bold green]PASS[/bold green] {task.id}")
         return 0
@@ -153,6 +189,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     check.add_argument("task_id", metavar="ID")
     check.add_argument("--answer", metavar="FILE", required=True, help="the submission, a JSON file")
+    check.add_argument(
+        "--env", metavar="REF", help="serve the task's environment from this path or name (state tasks)"
+    )
     check.set_defaults(handler=cmd_verify)
 
     export = commands.add_parser("export", parents=[common, filters], help="write tasks to a JSONL file")

@@ -37,7 +37,7 @@ from environments.serving.control import ControlClient, ControlError
 logger = logging.getLogger(__name__)
 
 
-LOCATION_VARIABLES = ("ARENA_HOME", "ARENA_IMPORTED_DIR", "ARENA_CACHE_DIR")
+LOCATION_VARIABLES = ("ARENA_HOME", "ARENA_IMPORTED_DIR", "ARENA_CACHE_DIR", "ARENA_ENV_PATH")
 """Environment variables that say where environments and seeds live; passed on to every worker."""
 
 

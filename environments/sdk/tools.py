@@ -26,6 +26,10 @@ TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z][a-zA-Z0-9_\-]{0,63}$")
 _ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")
 _ARG_LINE = re.compile(r"^\s+(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.+)$")
 _SECTION_HEADER = re.compile(r"^\s*(Returns|Raises|Yields|Examples?|Notes?):\s*$")
+SUPPORTED_TYPES = (
+    "str, int, float, bool, date, datetime, Decimal, Literal[...], Annotated[T, Field(...)], list[T], "
+    "dict[str, T] or T | None"
+)
 
 
 class ToolDefinitionError(ValueError):
@@ -50,18 +54,19 @@ def to_jsonable(value: Any) -> Any:
 
 
 def _split_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """Return (description, {argument: description}) from a Google-style docstring."""
+    """Return (description, {argument: description}) from a Google-style docstring: the description is
+    every paragraph before the first section header (``Args:``, ``Returns:``, ``Raises:``...)."""
     lines = inspect.cleandoc(doc).splitlines()
     summary: list[str] = []
     arg_docs: dict[str, str] = {}
-    in_args = False
+    in_args, in_summary = False, True
     current: str | None = None
     for line in lines:
         if _ARGS_HEADER.match(line):
-            in_args, current = True, None
+            in_args, in_summary, current = True, False, None
             continue
         if _SECTION_HEADER.match(line):
-            in_args, current = False, None
+            in_args, in_summary, current = False, False, None
             continue
         if in_args:
             match = _ARG_LINE.match(line)
@@ -73,7 +78,7 @@ def _split_docstring(doc: str) -> tuple[str, dict[str, str]]:
             elif not line.strip():
                 in_args = False
             continue
-        if not arg_docs:
+        if in_summary:
             summary.append(line)
     return "\n".join(summary).strip(), arg_docs
 
@@ -85,6 +90,18 @@ def _strip_titles(schema: dict[str, Any]) -> dict[str, Any]:
         if isinstance(prop, dict):
             prop.pop("title", None)
     return schema
+
+
+def _check_parameter_type(tool: str, param: str, hint: Any) -> None:
+    """One clear line naming the tool and parameter when pydantic cannot turn ``hint`` into a schema."""
+    try:
+        pydantic.TypeAdapter(hint).json_schema()
+    except (pydantic.PydanticSchemaGenerationError, pydantic.PydanticUserError, TypeError) as exc:
+        shown = getattr(hint, "__name__", None) or str(hint)
+        raise ToolDefinitionError(
+            f"tool {tool!r}: parameter {param!r} has unsupported type {shown} "
+            f"({type(exc).__name__}); use {SUPPORTED_TYPES}"
+        ) from None
 
 
 def _is_session_param(param: inspect.Parameter, hints: Mapping[str, Any]) -> bool:
@@ -137,6 +154,8 @@ class ToolSpec:
                 hints[param.name],
                 pydantic.Field(default=default, description=arg_docs.get(param.name)),
             )
+        for param_name, (hint, _field) in fields.items():
+            _check_parameter_type(tool_name, param_name, hint)
         model_name = "".join(part.capitalize() for part in re.split(r"[_\-]", tool_name)) + "Arguments"
         args_model = pydantic.create_model(  # type: ignore[call-overload]
             model_name, __config__=ConfigDict(extra="forbid"), **fields

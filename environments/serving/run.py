@@ -73,6 +73,20 @@ def ready_line(server: EnvServer, listener: Listener, sock: socket.socket) -> st
     return json.dumps(info)
 
 
+def connect_hint(listener: Listener, sock: socket.socket) -> str:
+    """How a plain MCP client connects (printed to stderr beside the machine-read ready line)."""
+    if listener.uds is not None:
+        base = f"http://localhost (over the Unix socket {listener.uds})"
+    else:
+        host = f"[{listener.host}]" if ":" in listener.host else listener.host
+        base = f"http://{host}:{sock.getsockname()[1]}"
+    return (
+        f"MCP client: point a streamable-HTTP client at {base}/mcp (one shared state, for a single "
+        f"client). Isolated sessions: POST {base}/control/sessions with 'Authorization: Bearer "
+        "<control_token>', then connect to the returned /s/<session_id>/mcp."
+    )
+
+
 async def serve_http(server: EnvServer, listener: Listener) -> None:
     """Serve the data and control planes over HTTP until cancelled."""
     sock = bind(listener)
@@ -91,6 +105,7 @@ async def serve_http(server: EnvServer, listener: Listener) -> None:
     )
     http = uvicorn.Server(config)
     print(ready_line(server, listener, sock), flush=True)
+    print(connect_hint(listener, sock), file=sys.stderr, flush=True)
     await http.serve(sockets=[sock])
 
 
