@@ -20,8 +20,9 @@ def _unrecovered(calls: list[ToolCallRecord]) -> list[ToolCallRecord]:
 
 def classify(record: EpisodeRecord, task: Task) -> FailureMode:
     """The failure mode of a finished episode: ``solved`` when it passed, ``infra_error`` when it was not
-    scored, else the first cause found: no final answer (a format error when that is how it ended), an
-    answer with no tool call where the reference needs some, an unknown tool, invalid arguments or another
+    scored, else the first cause found: no final answer (a format error when that is how it ended); an
+    answer with no tool call (a format error when every attempt at one was malformed, else premature when
+    the reference makes calls); an unknown tool, invalid arguments or another
     tool error never recovered from, a wrong final state, or a wrong answer."""
     if record.verdict is None:
         return FailureMode.INFRA_ERROR
@@ -31,8 +32,11 @@ def classify(record: EpisodeRecord, task: Task) -> FailureMode:
     if not record.finished:
         ended_badly = bool(record.turns) and record.turns[-1].format_error is not None
         return FailureMode.FORMAT_ERROR if ended_badly else FailureMode.NO_FINAL_ANSWER
-    if not calls and task.solution is not None and task.solution.steps:
-        return FailureMode.PREMATURE_ANSWER
+    if not calls:
+        if any(turn.format_error is not None for turn in record.turns):
+            return FailureMode.FORMAT_ERROR  # it tried to call tools and never managed one
+        if task.solution is not None and task.solution.steps:
+            return FailureMode.PREMATURE_ANSWER
     unrecovered = _unrecovered(calls)
     if any(call.error_code == "UNKNOWN_TOOL" for call in unrecovered):
         return FailureMode.UNKNOWN_TOOL
