@@ -14,10 +14,11 @@ from arena.policies.openai_compat import OpenAIPolicy, PolicyConfig
 from arena.policies.scripted import RandomPolicy, ReferencePolicy
 from arena.rollout.conversation import messages_of
 from arena.rollout.episode import SYSTEM_PROMPT, EpisodeConfig, run_episode
+from arena.rollout.failure import classify
 from arena.rollout.faults import FaultConfig
-from arena.rollout.records import EpisodeRecord, FailureMode
+from arena.rollout.records import EpisodeRecord, FailureMode, TurnRecord
 from arena.runtime.pool import EnvPool
-from task_synth.model import FieldRule, Rubric, Task, TaskKind, Verifier
+from task_synth.model import CallStep, FieldRule, Rubric, Solution, Task, TaskKind, Verdict, Verifier
 from task_synth.synthesizer import synthesize
 from tests.conftest import local_pool
 from tests.fixtures.openai_server import FakeOpenAI, openai_server_fixture, text, tool_calls
@@ -179,3 +180,16 @@ async def test_reference_policy_solves_and_survives_transient_faults_random_does
 def test_records_round_trip_through_json() -> None:
     record = EpisodeRecord("t", "library", 2, "graph", repeat=1, failure_mode=FailureMode.WRONG_ANSWER)
     assert EpisodeRecord.from_json(json.loads(json.dumps(record.to_json()))) == record
+
+
+def test_an_answer_after_only_malformed_calls_is_a_format_error() -> None:
+    task = copies_task()
+    task.solution = Solution(steps=[CallStep(tool="get_book", arguments={"book_id": 1})])
+    failed = Verdict(passed=False, reasons=["wrong"])
+    malformed = [TurnRecord(0, "<tool_call>{", format_error="not JSON"), TurnRecord(1, "{}")]
+    record = EpisodeRecord(task.id, "library", 1, "graph", verdict=failed, turns=malformed, finished=True)
+    assert classify(record, task) is FailureMode.FORMAT_ERROR
+    record.turns = [TurnRecord(0, "{}")]
+    assert classify(record, task) is FailureMode.PREMATURE_ANSWER
+    record.finished = False
+    assert classify(record, task) is FailureMode.NO_FINAL_ANSWER
