@@ -114,6 +114,17 @@ def assistant_message(turn: PolicyTurn) -> dict[str, Any]:
     return message
 
 
+def format_error_message(error: str) -> dict[str, Any]:
+    """The tool message that feeds a policy's format error back to it."""
+    content = json.dumps({"error": {"code": "FORMAT_ERROR", "message": error}})
+    return {"role": "tool", "tool_call_id": "format_error", "content": content}
+
+
+def tool_result_message(call: ToolCallRecord) -> dict[str, Any]:
+    """The tool message that carries a call's result (or error) back to the policy."""
+    return {"role": "tool", "tool_call_id": call.id, "content": json.dumps(call.result, default=str)}
+
+
 class _Episode:
     """The state of one running episode."""
 
@@ -169,16 +180,13 @@ class _Episode:
         self.generated += turn.completion_tokens or 0
         self.messages.append(assistant_message(turn))
         if turn.format_error is not None:
-            error = json.dumps({"error": {"code": "FORMAT_ERROR", "message": turn.format_error}})
-            self.messages.append({"role": "tool", "tool_call_id": "format_error", "content": error})
+            self.messages.append(format_error_message(turn.format_error))
             return False
         if turn.tool_calls:
             waited = time.perf_counter()
             record.tool_calls = list(await asyncio.gather(*(self.call(session, c) for c in turn.tool_calls)))
             record.tool_wait_s = time.perf_counter() - waited
-            for call in record.tool_calls:
-                content = json.dumps(call.result, default=str)
-                self.messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+            self.messages.extend(tool_result_message(call) for call in record.tool_calls)
             return False
         self.record.answer = parse_answer(turn.content)
         if self.follow_ups:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from arena.policies.base import PolicyTurn, ToolCall
-from arena.rollout.episode import SYSTEM_PROMPT, assistant_message
+from arena.rollout.episode import SYSTEM_PROMPT, assistant_message, format_error_message, tool_result_message
 from arena.rollout.records import EpisodeRecord
 
 
@@ -32,11 +32,8 @@ def record_messages(record: EpisodeRecord, system_prompt: str = SYSTEM_PROMPT) -
         ]
         messages.append(assistant_message(PolicyTurn(turn.content, calls, turn.format_error)))
         if turn.format_error is not None:
-            error = json.dumps({"error": {"code": "FORMAT_ERROR", "message": turn.format_error}})
-            messages.append({"role": "tool", "tool_call_id": "format_error", "content": error})
-        for call in turn.tool_calls:
-            content = json.dumps(call.result, default=str)
-            messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+            messages.append(format_error_message(turn.format_error))
+        messages.extend(tool_result_message(call) for call in turn.tool_calls)
     return messages
 
 
