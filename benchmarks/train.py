@@ -1,15 +1,15 @@
 """Local-trainer benchmark on the tiny policy: rollout episodes/s, update tokens/s, seconds per GRPO step
 and the environment's share of rollout wall time.
 
-Usage: python benchmarks/train.py [--tasks 8] [--n 4] [--steps 2] [--sft-epochs 3]
+Usage: python benchmarks/train.py [--tasks 8] [--n 4] [--steps 2] [--sft-epochs 3] [--model DIR]
 
 Synthesizes level-1 tasks of two built-in environments (offline), builds the ``tiny`` model (tokenizer
 trained on their tool schemas, requests and results), warms it up by SFT on the tasks' reference
-conversations (so it makes tool calls), then runs GRPO steps (tasks x n rollouts each, through the real
-episode loop on a local pool) and times them. Baseline for the rollout: the same step's episodes with
-generation one turn at a time (``max_batch=1``, no batching across concurrent episodes). The env share is
-the time episodes spent waiting on tool calls over their wall time. The last line printed is one JSON
-object.
+conversations (so it makes tool calls; ``--model`` starts from a trained checkpoint instead), then
+runs GRPO steps (tasks x n rollouts each, through the real episode loop on a local pool) and times them.
+Baseline for the rollout: the same step's episodes with generation one turn at a time (``max_batch=1``,
+no batching across concurrent episodes). The env share is the time episodes spent waiting on tool calls
+over their wall time. The last line printed is one JSON object.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ async def reference_example(pool: EnvPool, task: Task) -> SFTExample:
     return SFTExample(messages, tools)
 
 
-async def run(tasks_per_step: int, n: int, steps: int, sft_epochs: int) -> dict[str, Any]:
+async def run(tasks_per_step: int, n: int, steps: int, sft_epochs: int, model: Path | None) -> dict[str, Any]:
     async with EnvPool(PoolConfig(envs=dict.fromkeys(ENVS, 1), warm_sessions_per_worker=8)) as pool:
         tasks = [
             t
@@ -83,13 +83,15 @@ async def run(tasks_per_step: int, n: int, steps: int, sft_epochs: int) -> dict[
                 max_new_tokens=64,
                 concurrency=32,
             )
-            trainer = GRPOTrainer(build_tiny(Path(scratch) / "tiny", corpus), config)
-            sft = trainer.sft(examples)
+            trainer = GRPOTrainer(model or build_tiny(Path(scratch) / "tiny", corpus), config)
+            sft = trainer.sft(examples) if sft_epochs else {"tokens_per_s": None}
             episode = EpisodeConfig(max_turns=4)
             step_tasks = tasks[:tasks_per_step]
-            metrics = [await trainer.grpo_step(pool, step_tasks, episode) for _ in range(steps)]
-            trainer.policy.config = replace(trainer.policy.config, max_batch=1)
+            batched = trainer.policy.config
+            trainer.policy.config = replace(batched, max_batch=1)  # the baseline first: both see warm state
             unbatched = await trainer.grpo_step(pool, step_tasks, episode)
+            trainer.policy.config = batched
+            metrics = [await trainer.grpo_step(pool, step_tasks, episode) for _ in range(steps)]
     rollout = [m.episodes / m.rollout_s for m in metrics]
     update = [m.update_tokens / m.update_s for m in metrics]
     step = [m.rollout_s + m.update_s for m in metrics]
@@ -117,7 +119,7 @@ async def run(tasks_per_step: int, n: int, steps: int, sft_epochs: int) -> dict[
         "update_tokens_per_s": round(statistics.median(update), 1),
         "step_s": round(statistics.median(step), 2),
         "env_share_of_rollout": round(statistics.median(env_share), 4),
-        "sft_tokens_per_s": round(sft["tokens_per_s"], 1),
+        "sft_tokens_per_s": sft["tokens_per_s"] and round(sft["tokens_per_s"], 1),
         "success_per_step": [round(m.success, 3) for m in metrics],
         "mean_turns": round(statistics.mean(len(r.turns) for m in metrics for r in m.records), 2),
     }
@@ -130,9 +132,10 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=8, help="tasks per GRPO step")
     parser.add_argument("--n", type=int, default=4, help="rollouts per task")
     parser.add_argument("--steps", type=int, default=2)
-    parser.add_argument("--sft-epochs", type=int, default=3)
+    parser.add_argument("--sft-epochs", type=int, default=3, help="0: no warm start (use with --model)")
+    parser.add_argument("--model", type=Path, help="a trained tiny checkpoint to start from")
     args = parser.parse_args()
-    print(json.dumps(asyncio.run(run(args.tasks, args.n, args.steps, args.sft_epochs))))
+    print(json.dumps(asyncio.run(run(args.tasks, args.n, args.steps, args.sft_epochs, args.model))))
 
 
 if __name__ == "__main__":
