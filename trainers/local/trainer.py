@@ -110,10 +110,8 @@ class GRPOTrainer:
             group["lr"] = config.sft_lr
         self.model.train()
         for _ in range(config.epochs):
-            order.shuffle(kept)
             epoch = []
-            for start in range(0, len(kept), config.sft_batch_size):
-                batch = kept[start : start + config.sft_batch_size]
+            for batch in _length_grouped(kept, config.sft_batch_size, order):
                 epoch.append(self._sft_update(batch))
                 tokens += sum(len(t.prompt_ids) + len(t.response_ids) for t in batch)
             losses.append(float(np.mean(epoch)) if epoch else float("nan"))
@@ -334,6 +332,22 @@ class GRPOTrainer:
             ref = AutoModelForCausalLM.from_pretrained(directory / REF_DIR).to(trainer.config.device)
             trainer.ref_model = _frozen(ref)
         return trainer
+
+
+def _length_grouped(
+    trajectories: list[TokenTrajectory], size: int, order: random.Random
+) -> list[list[TokenTrajectory]]:
+    """Shuffled batches of ``size``, each drawn from a window of similar lengths (less padding)."""
+    shuffled = order.sample(trajectories, len(trajectories))
+    window = size * 8
+    batches = []
+    for start in range(0, len(shuffled), window):
+        chunk = sorted(
+            shuffled[start : start + window], key=lambda t: len(t.prompt_ids) + len(t.response_ids)
+        )
+        batches += [chunk[i : i + size] for i in range(0, len(chunk), size)]
+    order.shuffle(batches)
+    return batches
 
 
 def _frozen(model: PreTrainedModel) -> PreTrainedModel:
