@@ -20,6 +20,7 @@ from rich.console import Console
 from arena.eval.runner import Play, categories_of, git_revision, play
 from arena.eval.stats import wilson_interval
 from arena.eval.suites import synthesized_tasks
+from arena.eval.tracker import NoTracker, Tracker, open_tracker
 from arena.evolve.gaps import analyse
 from arena.evolve.settings import EvolveSettings
 from arena.evolve.targeting import allocate
@@ -54,11 +55,16 @@ class Context:
     stages: dict[str, Any] = field(default_factory=dict)
     trainer: RoundTrainer | None = None
     base_model: str | None = None
+    tracker: Tracker = field(default_factory=NoTracker)
 
     def done(self, stage: str, result: Any) -> Any:
-        """Record a finished stage (and everything before it) in the evolve run's row."""
+        """Record a finished stage (and everything before it) in the evolve run's row; track its numbers."""
         self.stages[stage] = result
         self.runs.progress(self.run_id, {"stages": self.stages})
+        name, _, round_ = stage.partition(":")
+        numbers = {f"{name}/{k}": v for k, v in result.items() if isinstance(v, int | float)}
+        if numbers:
+            self.tracker.log_metrics(numbers | {"round": int(round_ or 0)})
         return result
 
     def tasks(self, ids: list[str]) -> list[Task]:
@@ -351,11 +357,13 @@ async def evolve(settings: EvolveSettings, console: Console) -> EvolveOutcome:
         home,
         stages,
     )
+    ctx.tracker = open_tracker(settings.tracker, run_id, settings.model_dump(mode="json"), home)
     try:
         await run_stages(ctx)
         report = write_evolve_report(runs, run_id, ctx.stages, home / "report")
         runs.finish(run_id, "finished", {"stages": ctx.stages})
     finally:
+        ctx.tracker.finish()
         await pool.shutdown()
         db.close()
     return EvolveOutcome(run_id, ctx.stages, time.monotonic() - started, report)
