@@ -59,6 +59,10 @@ def test_a_two_by_two_sweep_runs_stores_and_reports(
         assert run["success"] == (1.0 if policy == "reference" else 0.0), run
         assert Path(str(run["report"])).is_file()
     assert Path(str(sweep["report"])).is_file()
+    assert main(["report", *sweep["runs"][:2], "--out", str(arena_home / "compared")]) == 0
+    compared = _lines(capsys.readouterr().out)[-1]
+    assert compared["episodes"] == 8 and Path(str(compared["report"])).read_text().count("| library |") >= 2
+    assert main(["report", "no-such-run"]) == 2
     db = Database(None)
     try:
         stored = RunStore(db)

@@ -28,6 +28,7 @@ def _register_optional(subparsers: argparse._SubParsersAction) -> None:
         "arena.cli.eval",
         "arena.cli.evolve",
         "arena.cli.image",
+        "arena.cli.report",
         "arena.cli.synth",
         "arena.cli.tasks",
     ):

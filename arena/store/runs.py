@@ -116,7 +116,7 @@ class RunStore:
         with self.db.session() as session:
             row = session.get(RunRow, run_id)
             if row is None:
-                raise RunNotFound(f"no run {run_id!r} in the store (see the runs table of the store)")
+                raise RunNotFound(f"no run {run_id!r} in the store (`arena eval` prints run ids)")
             return _info(row)
 
     def list(self, kind: str | None = None) -> list[RunInfo]:
