@@ -61,7 +61,10 @@ def test_a_two_by_two_sweep_runs_stores_and_reports(
     assert Path(str(sweep["report"])).is_file()
     assert main(["report", *sweep["runs"][:2], "--out", str(arena_home / "compared")]) == 0
     compared = _lines(capsys.readouterr().out)[-1]
-    assert compared["episodes"] == 8 and Path(str(compared["report"])).read_text().count("| library |") >= 2
+    text = Path(str(compared["report"])).read_text()
+    assert compared["episodes"] == 8 and all(f"`{run}`" in text for run in sweep["runs"][:2])
+    library = next(line for line in text.splitlines() if line.startswith("| library |"))
+    assert library.count("%") == 2 * 3  # one success [CI] cell per compared run
     assert main(["report", "no-such-run"]) == 2
     db = Database(None)
     try:
