@@ -134,6 +134,32 @@ def test_outside_environment_by_path_then_by_registered_name(
     synth = arena("synth", "env=vetclinic", "n=4", "difficulty=[1,2]", f"store.url={store}", cwd=cwd, env=env)
     assert synth.returncode == 0, synth.stdout[-2000:] + synth.stderr[-2000:]
     assert arena("demo", "--env", "vetclinic", cwd=cwd, env=env).returncode == 0
+    stored = (f"store.url={store}", "suite=stored", "suite.envs=[vetclinic]", "tasks_per_env=3")
+    evaluated = arena("eval", "policy=reference", *stored, cwd=cwd, env=env)
+    assert evaluated.returncode == 0, evaluated.stdout[-2000:] + evaluated.stderr[-2000:]
+    line = json.loads(evaluated.stdout.strip().splitlines()[-1])
+    assert line["episodes"] == 3 and line["success"] == 1.0 and line["infra_errors"] == 0
+    small = ("rounds=1", "train_set.tasks_per_env=3", "heldout.tasks_per_env=2", "targeted.tasks=2")
+    tiny = (
+        "trainer.steps_per_round=1",
+        "trainer.tasks_per_step=2",
+        "trainer.n_rollouts=2",
+        "trainer.epochs=1",
+    )
+    evolved = arena(
+        "evolve",
+        "envs=[vetclinic]",
+        *small,
+        *tiny,
+        "policy.max_new_tokens=16",
+        "rollout.max_turns=2",
+        f"store.url={store}",
+        cwd=cwd,
+        env=env,
+        timeout=600,
+    )
+    assert evolved.returncode == 0, evolved.stdout[-2000:] + evolved.stderr[-2000:]
+    assert json.loads(evolved.stdout.strip().splitlines()[-1])["rounds"] == 1
 
 
 def test_single_file_environment_by_path_and_by_env_var(workspace: tuple[Path, Path, dict[str, str]]) -> None:
