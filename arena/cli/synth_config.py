@@ -12,15 +12,13 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from arena.cli.hydra_config import ConfigError, validation_line
+
 if TYPE_CHECKING:
     from arena.policies.openai_compat import PolicyConfig
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 LEVELS = range(1, 6)
-
-
-class ConfigError(ValueError):
-    """The configuration or an override is invalid (the message is one line)."""
 
 
 class _Section(BaseModel):
@@ -150,17 +148,6 @@ def _override_line(exc: BaseException, conf_dir: Path) -> str:
     return str(exc).splitlines()[0]
 
 
-def _validation_line(exc: ValidationError) -> str:
-    parts = []
-    for error in exc.errors():
-        where = ".".join(str(p) for p in error["loc"])
-        if error["type"] == "value_error":
-            parts.append(f"{where}: {error['msg'].removeprefix('Value error, ')}")
-        else:
-            parts.append(f"{where}: {error['msg']}, got {error.get('input')!r}")
-    return "; ".join(parts)
-
-
 def load_settings(overrides: list[str], conf_dir: Path = CONF_DIR) -> SynthSettings:
     """Compose ``synth.yaml`` with Hydra overrides (``key=value``) and validate it."""
     if not (conf_dir / "synth.yaml").is_file():
@@ -173,4 +160,4 @@ def load_settings(overrides: list[str], conf_dir: Path = CONF_DIR) -> SynthSetti
     try:
         return SynthSettings.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(f"bad config: {_validation_line(exc)}") from exc
+        raise ConfigError(f"bad config: {validation_line(exc)}") from exc

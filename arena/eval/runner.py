@@ -12,12 +12,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from arena.eval.settings import EvalSettings
+from arena.eval.settings import EvalSettings, PoolSettings
 from arena.eval.suites import suite_envs, suite_tasks
 from arena.policies.base import Policy, PolicyRefused
 from arena.policies.factory import build_policy
@@ -27,6 +27,9 @@ from arena.store import Database, ProfileStore, RunStore, TaskStore
 from environments.paths import arena_home
 from environments.registry import load_environment
 from task_synth.model import Task
+
+if TYPE_CHECKING:
+    from arena.runtime.pool import EnvPool
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 
@@ -146,24 +149,31 @@ def categories_of(envs: list[str]) -> dict[str, str]:
     return {env: load_environment(env).info.category for env in envs}
 
 
+async def start_pool(envs: list[str], settings: PoolSettings, console: Console) -> EnvPool:
+    """A started pool with ``settings.workers_per_env`` workers for each of ``envs``."""
+    from arena.runtime.pool import EnvPool, PoolConfig
+
+    pool = EnvPool(
+        PoolConfig(
+            envs={env: settings.workers_per_env for env in envs},
+            warm_sessions_per_worker=settings.warm_sessions_per_worker,
+        )
+    )
+    with console.status(f"starting {len(envs)} environment(s)…"):
+        await pool.start()
+    return pool
+
+
 async def run_eval(settings: EvalSettings, console: Console) -> RunOutcome:
     """Play (or resume) the run ``settings`` describes, store every episode, write the report."""
     from arena.eval.report import write_report
     from arena.eval.tracker import open_tracker
-    from arena.runtime.pool import EnvPool, PoolConfig
 
     db = Database(settings.store.url)
     task_store, runs = TaskStore(db), RunStore(db)
     envs = suite_envs(settings.suite, task_store)
     categories = categories_of(envs)
-    pool = EnvPool(
-        PoolConfig(
-            envs={env: settings.pool.workers_per_env for env in envs},
-            warm_sessions_per_worker=settings.pool.warm_sessions_per_worker,
-        )
-    )
-    with console.status(f"starting {len(envs)} environment(s)…"):
-        await pool.start()
+    pool = await start_pool(envs, settings.pool, console)
     try:
         with console.status(f"preparing suite {settings.suite.name}…"):
             tasks = await suite_tasks(

@@ -17,7 +17,7 @@ from typing import Any
 
 from rich.console import Console
 
-from arena.eval.runner import Play, categories_of, git_revision, play
+from arena.eval.runner import Play, categories_of, git_revision, play, start_pool
 from arena.eval.stats import wilson_interval
 from arena.eval.suites import synthesized_tasks
 from arena.eval.tracker import NoTracker, Tracker, open_tracker
@@ -314,7 +314,6 @@ async def run_stages(ctx: Context) -> None:
 async def evolve(settings: EvolveSettings, console: Console) -> EvolveOutcome:
     """Run (or resume) the evolve run ``settings`` describes; write its report."""
     from arena.evolve.report import write_evolve_report
-    from arena.runtime.pool import EnvPool, PoolConfig
 
     started = time.monotonic()
     run_id = settings.resolved_run_id()
@@ -336,14 +335,7 @@ async def evolve(settings: EvolveSettings, console: Console) -> EvolveOutcome:
     if stages:
         console.print(f"resuming {run_id}: finished stages {', '.join(stages)}")
     envs = _envs(settings)
-    pool = EnvPool(
-        PoolConfig(
-            envs={env: settings.pool.workers_per_env for env in envs},
-            warm_sessions_per_worker=settings.pool.warm_sessions_per_worker,
-        )
-    )
-    with console.status(f"starting {len(envs)} environment(s)…"):
-        await pool.start()
+    pool = await start_pool(envs, settings.pool, console)
     ctx = Context(
         settings,
         run_id,
