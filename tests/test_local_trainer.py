@@ -57,6 +57,12 @@ def _logprob(trainer: GRPOTrainer, rollout: Rollout) -> float:
     return float((logprobs * mask).sum())
 
 
+def _margin(trainer: GRPOTrainer, graded: list[Rollout]) -> float:
+    """How much likelier the rewarded episode is than the unrewarded ones (shared tokens cancel out)."""
+    rewarded, *others = graded
+    return _logprob(trainer, rewarded) - sum(_logprob(trainer, r) for r in others) / len(others)
+
+
 @module_loop
 async def test_grpo_moves_the_policy_toward_the_rewarded_episode(
     pool: EnvPool, warm: tuple[Path, Task, SFTExample]
@@ -67,13 +73,15 @@ async def test_grpo_moves_the_policy_toward_the_rewarded_episode(
     assert len(records) == 4 and all(r.infra_error is None for r in records)
     batch, dropped = scored_rollouts(records)
     assert dropped == 0 and len(batch) == 4
-    best, *rest = batch
+    responses = [tuple(r.trajectory.response_ids) for r in batch]
+    best = next(r for r, ids in zip(batch, responses, strict=True) if responses.count(ids) == 1)
+    rest = [r for r in batch if r is not best]
     graded = [Rollout(best.trajectory, 1.0, "t"), *(Rollout(r.trajectory, 0.0, "t") for r in rest)]
-    before = _logprob(trainer, graded[0])
+    before = _margin(trainer, graded)
     losses = [trainer.update(graded) for _ in range(3)]
     assert all(m["pg_loss"] != 0.0 and m["grad_norm"] > 0 for m in losses)
     assert losses[-1]["kl"] > losses[0]["kl"] >= 0.0  # the reference is the weights before the first update
-    assert _logprob(trainer, graded[0]) > before + 1.0
+    assert _margin(trainer, graded) > before + 1.0
     uniform = trainer.update([Rollout(r.trajectory, 1.0, "u") for r in batch])
     assert uniform["pg_loss"] == pytest.approx(0.0, abs=1e-6)  # one group, same reward: no advantage
 
