@@ -32,6 +32,9 @@ from .store import (
 if TYPE_CHECKING:
     from .replay import EnvironmentReplay
 
+# The replay's groups (kept here too: importing ``replay`` pulls in the serving client).
+VERDICTS = ("reproduced", "not_reproducible: random", "not_reproducible: clock", "mismatch")
+
 REPLAY_WORKERS = min(8, os.cpu_count() or 1)
 
 
@@ -53,6 +56,7 @@ class EnvironmentRow:
     questions: int = 0
     replayed: int = 0
     reproduced: int = 0
+    verdicts: dict[str, int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -90,6 +94,7 @@ class ImportReport:
             "questions": self._total("questions"),
             "replayed": self._total("replayed"),
             "reproduced": self._total("reproduced"),
+            "verdicts": {v: sum(r.verdicts.get(v, 0) for r in self.imported) for v in VERDICTS},
             "replay_run": self.replayed_run,
             "skipped": [{"id": r.env_id, "reason": r.reason} for r in self.rows if not r.imported],
             "seconds": round(self.seconds, 2),
@@ -139,6 +144,7 @@ def _apply_replay(row: EnvironmentRow, directory: Path, replay: EnvironmentRepla
     mark_runtime_writers(directory, replay.writers)
     row.mutating_tools = sum(t["mutates"] for t in read_manifest(directory)["tools"])
     row.replayed, row.reproduced = replay.replayed, replay.reproduced
+    row.verdicts = {v: sum(q.verdict == v for q in replay.questions) for v in VERDICTS}
     row.errors = [f"question {q.index}: {q.error}" for q in replay.questions if q.error]
     row.status = "replayed"
 

@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 from environments.sdk.errors import ErrorCode, ToolError, ValidationFailed
 from environments.sdk.tools import ToolSpec
 
+from .determinism import call_seed, salt, seeded, state_digest
 from .state import FileStateStore, changed_files
 
 DB_DIR_ENV = "MCP_DB_DIR"
@@ -172,7 +173,9 @@ class ImplementationRunner:
         with tempfile.TemporaryDirectory(prefix="agentworld-") as tmp:
             directory = Path(tmp)
             written = self.store.materialise(snapshot, directory)
-            result = self._invoke(directory, arguments)
+            digest = state_digest(snapshot.files, snapshot.rows)
+            seed = call_seed(salt(), digest, self.tool_name, arguments)
+            result = self._invoke(directory, arguments, seed)
             changed = changed_files(directory, written)
         self.store.write_back(db, snapshot, changed)
         error = released_error(result)
@@ -180,14 +183,15 @@ class ImplementationRunner:
             raise error
         return result
 
-    def _invoke(self, directory: Path, arguments: Mapping[str, Any]) -> Any:
+    def _invoke(self, directory: Path, arguments: Mapping[str, Any], seed: int) -> Any:
         namespace: dict[str, Any] = {
             "__name__": f"agentworld_tool_{self.tool_name}",
             "__builtins__": builtins,
         }
         # Environment variables are process-wide: one released call at a time; their prints go to stderr
         # so they can never corrupt an MCP stdio stream.
-        with _exec_lock, _db_dir(directory), contextlib.redirect_stdout(sys.stderr):
+        # Randomness is drawn from the call's seed (see ``determinism``).
+        with _exec_lock, _db_dir(directory), contextlib.redirect_stdout(sys.stderr), seeded(seed):
             exec(self.code(), namespace)
             function = namespace.get(self.tool_name)
             if not callable(function):
