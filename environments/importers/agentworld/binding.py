@@ -2,8 +2,9 @@
 
 A verified tool chain was recorded with the literals of its original run: a later step passes the
 id an earlier step *generated* there (``crq_20260805...``), which the replay's earlier step
-generated differently. Rule: a string argument of a later step is *foreign* when it occurs neither
-in the environment's seed files nor in the task text; a foreign literal is replaced by a value of
+generated differently. Rule: a string argument of a later step is *foreign* when it is at least 8
+characters, not a plain date/time, and occurs neither in the environment's seed files nor in the
+task text; a foreign literal is replaced by a value of
 an earlier successful step's output that has the same *shape* (same length, same punctuation, same
 leading segment up to the first ``_``/``-``) and is not in the seed either, preferring an output
 field of the same name as the argument, then the latest step. The same literal is always bound to
@@ -16,6 +17,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from .answers import TIME_TOKEN, mask_time
 
 _ALNUM = re.compile(r"[A-Za-z0-9]")
 _LEAD = re.compile(r"^[A-Za-z0-9]+[_\-]")
@@ -77,7 +80,10 @@ class Binder:
         self.bindings: list[Binding] = []
 
     def foreign(self, literal: str) -> bool:
-        return len(literal) >= MIN_LENGTH and literal not in self.known_text
+        """Long enough, not a plain date/time, and found neither in the seed nor in the task."""
+        return (
+            len(literal) >= MIN_LENGTH and mask_time(literal) != TIME_TOKEN and literal not in self.known_text
+        )
 
     def record(self, step: int, ok: bool, value: Any) -> None:
         if ok:

@@ -18,7 +18,7 @@ from environments.sdk.environment import EnvironmentSpecError
 
 from .errors import MalformedEnvironment
 from .questions import ImportedQuestion
-from .release import NAMESPACE, discover, read_environment, read_index
+from .release import NAMESPACE, discover, read_environment, read_index, release_folder
 from .store import (
     build_environment,
     env_dir,
@@ -136,6 +136,8 @@ def _import_one(
         build_environment(directory).validate()
     except (MalformedEnvironment, EnvironmentSpecError, OSError) as exc:
         return EnvironmentRow(env_id, status="skipped", reason=str(exc)), ()
+    except Exception as exc:  # one bad environment never aborts the others
+        return EnvironmentRow(env_id, status="skipped", reason=f"{type(exc).__name__}: {exc}"), ()
     return _row_from_manifest(directory), released.questions
 
 
@@ -172,7 +174,8 @@ def _replay_pending(
 def import_directory(
     src: Path, dest_root: Path | None = None, *, replay: bool = True, progress: bool = True
 ) -> ImportReport:
-    """Import every environment found in ``src`` (laid out like Agent-World's ``environment_mix/``).
+    """Import every environment found in ``src`` (laid out like Agent-World's ``environment_mix/``,
+    or the release root holding that folder).
 
     Each one is validated and copied to ``dest_root/agentworld/<id>/`` (default: the imported root,
     ``$ARENA_HOME/imported``); a malformed one is skipped with its reason. With ``replay``, each
@@ -180,7 +183,8 @@ def import_directory(
     process, and compared with the reference answer (see ``answers``).
     """
     started = time.perf_counter()
-    src, dest = Path(src), Path(dest_root) if dest_root is not None else imported_root()
+    src = release_folder(Path(src))
+    dest = Path(dest_root) if dest_root is not None else imported_root()
     report = ImportReport(src, dest, replayed_run=replay)
     index = read_index(src)
     ids = discover(src)

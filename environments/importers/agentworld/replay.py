@@ -16,6 +16,7 @@ ends in one group: ``reproduced``, ``not_reproducible: random``, ``not_reproduci
 from __future__ import annotations
 
 import asyncio
+import json
 import resource
 import time
 from collections import Counter
@@ -34,6 +35,7 @@ from .answers import (
     Match,
     clock_related,
     differences,
+    mask_time,
     match_answer,
     match_truncated,
 )
@@ -203,8 +205,12 @@ def _closest(question: ImportedQuestion, steps: Sequence[StepOutcome]) -> int | 
     )
 
 
-def _overlaps(path: str, others: set[str]) -> bool:
-    return any(path.startswith(o) or o.startswith(path) for o in others)
+def _within(path: str, others: set[str]) -> bool:
+    return any(path.startswith(o) for o in others)
+
+
+def _untimed(value: Any) -> str:
+    return mask_time(json.dumps(value, sort_keys=True))
 
 
 def classify(
@@ -219,8 +225,12 @@ def classify(
     if not question.reference_valid:
         return RANDOM if seed_dependent else MISMATCH
     diffs = differences(question.reference_answer, value)
-    varying = {p for p, _, _ in differences(other, value)} if seed_dependent else set()
-    if any(_overlaps(p, varying) for p, _, _ in diffs):
+    varying = (
+        {p for p, a, b in differences(other, value) if _untimed(a) != _untimed(b)}
+        if seed_dependent
+        else set()
+    )
+    if any(_within(p, varying) for p, _, _ in diffs):
         return RANDOM
     if diffs and all(
         clock_related(r, p.rsplit(".", 1)[-1]) or clock_related(o, p.rsplit(".", 1)[-1]) for p, r, o in diffs

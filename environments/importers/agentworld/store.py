@@ -26,7 +26,7 @@ from environments.registry import UnknownEnvironment
 from environments.sdk.environment import Environment
 
 from .questions import ImportedQuestion
-from .release import NAMESPACE, ReleasedEnvironment, read_files
+from .release import ENV_ID_PATTERN, NAMESPACE, ReleasedEnvironment, read_files
 from .state import FileStateStore, StatePlan, decompose
 from .tools import build_tool
 
@@ -52,7 +52,12 @@ def env_id_of(name: str) -> str:
 
 
 def env_dir(name: str, root: Path | None = None) -> Path:
-    return (root or imported_root()) / NAMESPACE / env_id_of(name)
+    """The folder of ``agentworld/<id>``; an id that is not a plain name segment (``..``, ``a/b``)
+    is refused, so a name never reaches outside the imported root."""
+    env_id = env_id_of(name)
+    if not ENV_ID_PATTERN.match(env_id):
+        raise UnknownEnvironment(f"invalid imported environment name {name!r}")
+    return (root or imported_root()) / NAMESPACE / env_id
 
 
 def _write_json(path: Path, value: Any) -> None:
@@ -107,6 +112,7 @@ def _manifest(released: ReleasedEnvironment, source: Path) -> dict[str, Any]:
                 "parameters": t.parameters,
                 "mutates": t.writes is not None,
                 "mutates_reason": f"static scan: {t.writes}" if t.writes else None,
+                "schema_changes": list(t.schema_changes),
             }
             for t in released.tools
         ],

@@ -23,7 +23,6 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy.orm import Session
 
@@ -31,6 +30,7 @@ from environments.sdk.errors import ErrorCode, ToolError, ValidationFailed
 from environments.sdk.tools import ToolSpec
 
 from .determinism import call_seed, salt, seeded, state_digest
+from .schemas import safe_validator
 from .state import FileStateStore, changed_files
 
 DB_DIR_ENV = "MCP_DB_DIR"
@@ -224,13 +224,6 @@ class ReleasedToolSpec(ToolSpec):
         return args
 
 
-def schema_validator(schema: Mapping[str, Any]) -> Validator:
-    """A validator for ``schema`` (raises ``jsonschema.SchemaError`` when it is not valid JSON Schema)."""
-    cls = validator_for(schema, default=Draft202012Validator)
-    cls.check_schema(schema)
-    return cls(schema)
-
-
 def build_tool(
     env_name: str, entry: Mapping[str, Any], source: str, store: FileStateStore, *, mutates: bool
 ) -> ReleasedToolSpec:
@@ -244,5 +237,5 @@ def build_tool(
         args_model=ReleasedArguments,
         input_schema=dict(entry["parameters"]),
         tags=("agentworld",),
-        validator=schema_validator(entry["parameters"]),
+        validator=safe_validator(entry["parameters"]),
     )
