@@ -65,8 +65,8 @@ MISSING = object()
 
 def _same_shape(ref: Any, out: Any, alt: Any) -> bool:
     """``out`` differs under another session seed (``alt``) and ``ref`` has the shape of both: same
-    type; for strings, same length, same punctuation, and the part that both seeds share at the
-    start and the end."""
+    type; for strings, same length, same punctuation, and the structural part that both seeds share
+    at the start and the end (up to their last punctuation: ``wf_``)."""
     if alt is MISSING or alt == out or type(ref) is not type(out) or type(alt) is not type(out):
         return False
     if _is_number(ref):
@@ -75,9 +75,16 @@ def _same_shape(ref: Any, out: Any, alt: Any) -> bool:
         return False
     if not len(ref) == len(out) == len(alt) or _ALNUM.sub("x", ref) != _ALNUM.sub("x", out):
         return False
-    head = len(_common_prefix(out, alt))
-    tail = len(_common_prefix(out[::-1], alt[::-1]))
+    head = len(_structural(_common_prefix(out, alt)))
+    tail = len(_structural(_common_prefix(out[::-1], alt[::-1])))
     return ref[:head] == out[:head] and (tail == 0 or ref[-tail:] == out[-tail:])
+
+
+def _structural(shared: str) -> str:
+    """A shared prefix cut after its last non-alphanumeric character (``wf_`` of ``wf_3a``): equal
+    leading characters of two random draws are chance, not structure."""
+    cut = max((i for i, c in enumerate(shared) if not c.isalnum()), default=-1)
+    return shared[: cut + 1]
 
 
 def _common_prefix(a: str, b: str) -> str:
