@@ -209,6 +209,11 @@ def _within(path: str, others: set[str]) -> bool:
     return any(path.startswith(o) for o in others)
 
 
+def _clock_leaf(path: str, ref: Any, out: Any) -> bool:
+    key = path.rsplit(".", 1)[-1]
+    return clock_related(ref, key) or clock_related(out, key)
+
+
 def _untimed(value: Any) -> str:
     return mask_time(json.dumps(value, sort_keys=True))
 
@@ -221,7 +226,7 @@ def classify(
     if index is None:
         return MISMATCH
     value, other = steps[index].value, _alternative(alt, index)
-    seed_dependent = other is not MISSING and other != value
+    seed_dependent = other is not MISSING and _untimed(other) != _untimed(value)
     if not question.reference_valid:
         return RANDOM if seed_dependent else MISMATCH
     diffs = differences(question.reference_answer, value)
@@ -232,9 +237,8 @@ def classify(
     )
     if any(_within(p, varying) for p, _, _ in diffs):
         return RANDOM
-    if diffs and all(
-        clock_related(r, p.rsplit(".", 1)[-1]) or clock_related(o, p.rsplit(".", 1)[-1]) for p, r, o in diffs
-    ):
+    leaves = all(not isinstance(r, dict | list) and not isinstance(o, dict | list) for _, r, o in diffs)
+    if diffs and leaves and all(_clock_leaf(p, r, o) for p, r, o in diffs):
         return CLOCK
     return MISMATCH
 
