@@ -275,3 +275,21 @@ def test_replay_groups_every_question(tmp_path: Path) -> None:
     assert questions[3]["verdict"] == "reproduced" and questions[3]["replayed"]
     assert "ZeroDivisionError" in questions[3]["defects"][0]
     assert questions[4]["verdict"] == "mismatch"
+
+
+def test_replay_servers_run_under_rlimits() -> None:
+    import resource
+    import subprocess
+    import sys
+
+    from environments.importers.agentworld.replay import REPLAY_LIMITS, apply_replay_limits
+
+    probe = "import resource as r; print(r.getrlimit(r.RLIMIT_AS)[0], r.getrlimit(r.RLIMIT_NOFILE)[0])"
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        preexec_fn=apply_replay_limits,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert [int(v) for v in out] == [REPLAY_LIMITS[resource.RLIMIT_AS], REPLAY_LIMITS[resource.RLIMIT_NOFILE]]
