@@ -250,7 +250,10 @@ def test_randomness_is_seeded_per_call() -> None:
 
 
 @pytest.mark.slow
-def test_replay_groups_every_question(tmp_path: Path) -> None:
+def test_replay_groups_every_question(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from task_synth.imported import imported_question_tasks
+    from task_synth.verify import verify
+
     write_env(tmp_path / "environment_mix", "0000001", replay_questions())
     report = import_directory(tmp_path / "environment_mix", tmp_path / "imported", progress=False)
     assert report.to_json()["verdicts"] == {
@@ -275,6 +278,15 @@ def test_replay_groups_every_question(tmp_path: Path) -> None:
     assert questions[3]["verdict"] == "reproduced" and questions[3]["replayed"]
     assert "ZeroDivisionError" in questions[3]["defects"][0]
     assert questions[4]["verdict"] == "mismatch"
+    # Imported tasks: only reproduced questions; a fresh draw of a seed-dependent field is accepted.
+    monkeypatch.setenv("ARENA_IMPORTED_DIR", str(tmp_path / "imported"))
+    tasks = imported_question_tasks("agentworld/0000001")
+    assert [t.provenance["question_index"] for t in tasks] == [0, 3]
+    assert tasks[0].provenance["not_reproducible"] == ["$.item.id"]
+    fresh = {"item": {"id": "itm_" + uuid.uuid4().hex, "name": "Widget"}, "found": True}
+    assert verify(tasks[0], fresh, None).passed
+    assert not verify(tasks[0], {**fresh, "item": {**fresh["item"], "name": "Gadget"}}, None).passed
+    assert not verify(tasks[0], {**fresh, "item": {**fresh["item"], "id": "itm_short"}}, None).passed
 
 
 def test_replay_servers_run_under_rlimits() -> None:

@@ -209,6 +209,15 @@ def list_imported(root: Path | None = None) -> list[str]:
     return sorted(f"{NAMESPACE}/{p.name}" for p in base.iterdir() if (p / MANIFEST).is_file())
 
 
+def load_replay(env_id: str, root: Path | None = None) -> dict[int, dict[str, Any]]:
+    """The replay verdict of each question of an imported environment, by question index (empty when
+    the import ran without replay)."""
+    path = env_dir(env_id, root) / REPLAY
+    if not path.is_file():
+        return {}
+    return {q["index"]: q for q in json.loads(path.read_text(encoding="utf-8"))["questions"]}
+
+
 def load_questions(env_id: str, root: Path | None = None) -> list[ImportedQuestion]:
     """The released questions kept with an imported environment (``0061000`` or ``agentworld/0061000``)."""
     directory = env_dir(env_id, root)
