@@ -5,10 +5,11 @@ in order) and equal leaves (numbers within 1e-9), except for *time-dependent* le
 forgiven when they differ. A leaf of the replayed output is time-dependent when
 
 * it is a string holding a clock reading of the replay itself -- an ISO-8601 date/datetime or a
-  Unix epoch (10 digits for seconds, 13 for milliseconds) that falls within the replay's wall-clock
-  window widened by one day -- and both strings are equal once every such token is replaced by
-  ``<time>`` (so ``evt-1785900022697`` matches ``evt-1763758000123``, ``2026-08-05T08:33:45Z``
-  matches the time of the replay, but a different data date such as ``dtstart`` does not); or
+  Unix epoch (10 digits for seconds, 13 for milliseconds, not glued to letters or digits) that
+  falls within the replay's wall-clock window widened by one day -- and both strings are equal
+  once every such token is replaced by ``<time>`` (so ``evt-1785900022697`` matches
+  ``evt-1763758000123``, ``2026-08-05T08:33:45Z`` matches the time of the replay, but a different
+  data date such as ``dtstart`` does not); or
 * it is a number under a timing key (``latency_ms``, ``elapsed``, ``duration_s``...) or an epoch
   number within the window, and the reference is a number too.
 
@@ -29,7 +30,7 @@ from typing import Any
 CLOCK_SLACK = timedelta(days=1)
 TIME_TOKEN = "<time>"
 _ISO = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?")
-_EPOCH = re.compile(r"(?<![\d.])\d{10}(?:\d{3})?(?:\.\d+)?(?!\d)")
+_EPOCH = re.compile(r"(?<![A-Za-z0-9.])\d{10}(?:\d{3})?(?:\.\d+)?(?![A-Za-z0-9])")
 _TIMING_KEY = re.compile(r"(latency|elapsed|duration|took|runtime)(_?(ms|s|sec|secs|seconds|millis))?$", re.I)
 _VALUE_BOUNDARY = re.compile(r", |: ")
 _ALNUM = re.compile(r"[A-Za-z0-9]")

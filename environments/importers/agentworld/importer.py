@@ -18,7 +18,7 @@ from environments.sdk.environment import EnvironmentSpecError
 
 from .errors import MalformedEnvironment
 from .questions import ImportedQuestion
-from .release import NAMESPACE, discover, read_environment, read_index, release_folder
+from .release import NAMESPACE, count_questions, discover, read_environment, read_index, release_folder
 from .store import (
     build_environment,
     env_dir,
@@ -86,8 +86,11 @@ class ImportReport:
 
     def to_json(self) -> dict[str, Any]:
         """Totals over imported environments, plus the skipped ones with their reasons."""
+        skipped = [r for r in self.rows if not r.imported]
         return {
             "environments": len(self.imported),
+            "environments_found": len(self.rows),
+            "share_imported": round(len(self.imported) / len(self.rows), 3) if self.rows else 0.0,
             "tools": self._total("tools"),
             "mutating_tools": self._total("mutating_tools"),
             "records": self._total("records"),
@@ -96,7 +99,8 @@ class ImportReport:
             "reproduced": self._total("reproduced"),
             "verdicts": {v: sum(r.verdicts.get(v, 0) for r in self.imported) for v in VERDICTS},
             "replay_run": self.replayed_run,
-            "skipped": [{"id": r.env_id, "reason": r.reason} for r in self.rows if not r.imported],
+            "skipped": [{"id": r.env_id, "reason": r.reason} for r in skipped],
+            "questions_in_skipped": sum(r.questions for r in skipped),
             "seconds": round(self.seconds, 2),
             "destination": str(self.destination),
         }
@@ -135,9 +139,12 @@ def _import_one(
         directory = write_import(released, src, dest)
         build_environment(directory).validate()
     except (MalformedEnvironment, EnvironmentSpecError, OSError) as exc:
-        return EnvironmentRow(env_id, status="skipped", reason=str(exc)), ()
+        reason = str(exc)
     except Exception as exc:  # one bad environment never aborts the others
-        return EnvironmentRow(env_id, status="skipped", reason=f"{type(exc).__name__}: {exc}"), ()
+        reason = f"{type(exc).__name__}: {exc}"
+    else:
+        return _row_from_manifest(directory), released.questions
+    return EnvironmentRow(env_id, status="skipped", reason=reason, questions=count_questions(src, env_id)), ()
     return _row_from_manifest(directory), released.questions
 
 

@@ -221,6 +221,17 @@ def _check_tools(checkpoint: Mapping[str, Any]) -> tuple[ReleasedTool, ...]:
     return tuple(tools)
 
 
+def count_questions(src: Path, env_id: str) -> int:
+    """How many tasks ``questions/<id>.json`` lists (0 when it is absent or unreadable): the report
+    counts the questions of skipped environments too."""
+    try:
+        raw = _load_json(src / QUESTIONS_DIR / f"{env_id}.json")
+    except (MalformedEnvironment, OSError):
+        return 0
+    tasks = raw.get("tasks") if isinstance(raw, dict) else raw
+    return len(tasks) if isinstance(tasks, list) else 0
+
+
 def _drop_contradicted(
     tools: tuple[ReleasedTool, ...], questions: tuple[ImportedQuestion, ...]
 ) -> tuple[ReleasedTool, ...]:
