@@ -305,3 +305,23 @@ def test_replay_servers_run_under_rlimits() -> None:
         check=True,
     ).stdout.split()
     assert [int(v) for v in out] == [REPLAY_LIMITS[resource.RLIMIT_AS], REPLAY_LIMITS[resource.RLIMIT_NOFILE]]
+
+
+def test_seed_dependent_leaves_are_forgiven_only_in_the_reference_shape() -> None:
+    from datetime import UTC, datetime
+
+    from environments.importers.agentworld.answers import ClockWindow, mask_time, match_answer
+
+    now = datetime.now(UTC)
+    window = ClockWindow.around(now, now)
+    ref = {"id": "pmc_afc_19fcfb7955c62c8fb9a9c2a", "n": 1}
+    out, alt = (
+        {"id": "pmc_afc_1a21a3b8db3f3ee2d406c3", "n": 1},
+        {"id": "pmc_afc_1a21a3b93ad51df11a9bd17", "n": 1},
+    )
+    found = match_answer(ref, out, window, alt)
+    assert found is not None and found.random == ("$.id",), "a length that varies with the seed is allowed"
+    assert match_answer(ref, out, window, {"id": "pmc_afc_0a21a3b8db3f3ee2d406c3", "n": 1}) is None
+    assert match_answer(ref, out, window) is None, "without a second run nothing is known to be random"
+    assert match_answer({**ref, "id": "key_19fcfb7955c62c8fb9a9c2a"}, out, window, alt) is None
+    assert mask_time("wf_9066c76b1451234567890d4da4ab") == "wf_9066c76b1451234567890d4da4ab"

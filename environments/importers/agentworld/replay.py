@@ -194,7 +194,7 @@ def _best_match(
 
 
 def _closest(question: ImportedQuestion, steps: Sequence[StepOutcome]) -> int | None:
-    """The successful step whose output is nearest the reference (fewest differing parts)."""
+    """The successful step whose output is nearest the reference (fewest reference leaves missed)."""
     candidates = [i for i, s in enumerate(steps) if s.ok]
     if not candidates:
         return None
