@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
+import random
 import time
 import uuid
 from pathlib import Path
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from environments.importers.agentworld import import_directory, load_imported
-from environments.importers.agentworld.determinism import call_seed, seeded
+from environments.importers.agentworld.determinism import call_seed, seeded_builtins
 from environments.importers.agentworld.schemas import normalise_schema, safe_validator
 from environments.importers.agentworld.store import read_manifest
 from environments.registry import UnknownEnvironment, load_environment
@@ -235,15 +235,29 @@ def test_a_pattern_the_release_itself_violates_is_dropped(tmp_path: Path) -> Non
 
 
 def test_randomness_is_seeded_per_call() -> None:
-    seed = call_seed("", "state-digest", "create_item", {"name": "a"})
-    with seeded(seed):
-        first = (uuid.uuid4(), secrets.token_hex(8), os.urandom(4))
-    with seeded(seed):
-        again = (uuid.uuid4(), secrets.token_hex(8), os.urandom(4))
-    with seeded(call_seed("other salt", "state-digest", "create_item", {"name": "a"})):
-        other = (uuid.uuid4(), secrets.token_hex(8), os.urandom(4))
-    assert first == again and first[0] != other[0] and first[1] != other[1]
-    assert uuid.uuid4() != first[0], "the process's own randomness is restored afterwards"
+    code = compile(
+        "import random, secrets, uuid, os\n"
+        "from random import randint\n"
+        "out = (str(uuid.uuid4()), secrets.token_hex(8), os.urandom(4).hex(), randint(0, 10**9),\n"
+        "       random.Random().random(), random.SystemRandom().random(), os.path.join('a', 'b'))\n",
+        "<released>",
+        "exec",
+    )
+
+    def run(salt: str) -> tuple[Any, ...]:
+        namespace: dict[str, Any] = {
+            "__builtins__": seeded_builtins(call_seed(salt, "digest", "t", {"a": 1}))
+        }
+        exec(code, namespace)
+        return namespace["out"]
+
+    first, again, other = run(""), run(""), run("other salt")
+    assert first == again and first[-1] == "a/b"
+    assert all(a != b for a, b in zip(first[:-1], other[:-1], strict=True))
+    before = random.getstate()
+    run("")
+    assert random.getstate() == before, "the process's own modules are not touched"
+    assert os.urandom(16) != os.urandom(16)
 
 
 # -- replay: bindings, random, clock, defects, mismatch (one server run, one alternative run) -----

@@ -8,7 +8,6 @@ environments.serving``), never in the arena process that loads or describes an e
 from __future__ import annotations
 
 import ast
-import builtins
 import contextlib
 import os
 import re
@@ -29,7 +28,7 @@ from sqlalchemy.orm import Session
 from environments.sdk.errors import ErrorCode, ToolError, ValidationFailed
 from environments.sdk.tools import ToolSpec
 
-from .determinism import call_seed, salt, seeded, state_digest
+from .determinism import call_seed, salt, seeded_builtins, state_digest
 from .schemas import safe_validator
 from .state import FileStateStore, changed_files
 
@@ -186,12 +185,12 @@ class ImplementationRunner:
     def _invoke(self, directory: Path, arguments: Mapping[str, Any], seed: int) -> Any:
         namespace: dict[str, Any] = {
             "__name__": f"agentworld_tool_{self.tool_name}",
-            "__builtins__": builtins,
+            # Its imports of random/uuid/secrets/os draw from the call's seed (see ``determinism``).
+            "__builtins__": seeded_builtins(seed),
         }
         # Environment variables are process-wide: one released call at a time; their prints go to stderr
         # so they can never corrupt an MCP stdio stream.
-        # Randomness is drawn from the call's seed (see ``determinism``).
-        with _exec_lock, _db_dir(directory), contextlib.redirect_stdout(sys.stderr), seeded(seed):
+        with _exec_lock, _db_dir(directory), contextlib.redirect_stdout(sys.stderr):
             exec(self.code(), namespace)
             function = namespace.get(self.tool_name)
             if not callable(function):
