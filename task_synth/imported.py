@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from environments.importers.agentworld.questions import ImportedQuestion
-from environments.importers.agentworld.store import load_questions
+from environments.importers.agentworld.store import load_questions, load_replay
 from task_synth.model import CallStep, Solution, Task, TaskKind, Verifier
 
 
-def question_task(question: ImportedQuestion, env_version: str) -> Task:
+def question_task(question: ImportedQuestion, env_version: str, replay: dict[str, Any] | None = None) -> Task:
     """One released question: its text, its verified tool chain as the reference solution, and a
-    verifier that compares answers the way the import replay does (clock readings forgiven)."""
+    verifier that compares answers the way the import replay does (clock readings forgiven). With the
+    question's ``replay`` entry, its verdict and the answer paths it found seed-dependent
+    (``not_reproducible``: a fresh draw of the reference's shape is accepted there) go in ``provenance``."""
     chain = question.verified_tool_chain
     answer = question.reference_answer
     return Task(
@@ -27,6 +30,11 @@ def question_task(question: ImportedQuestion, env_version: str) -> Task:
             "source": "agentworld",
             "question_index": question.index,
             "success_criteria": list(question.success_criteria),
+            **(
+                {"replay_verdict": replay["verdict"], "not_reproducible": list(replay.get("random", []))}
+                if replay and "verdict" in replay
+                else {}
+            ),
         },
         measured={
             "chain_length": float(len(chain)),
@@ -36,6 +44,13 @@ def question_task(question: ImportedQuestion, env_version: str) -> Task:
 
 
 def imported_question_tasks(env: str, env_version: str = "") -> list[Task]:
-    """Tasks for every released question of ``agentworld/<id>`` whose reference answer is valid JSON."""
+    """Tasks for every released question of ``agentworld/<id>`` whose reference answer is valid JSON
+    and, when the import replayed them, whose replay reproduced it (an answer nobody can reproduce
+    makes no task)."""
     env_id = env.split("/", 1)[-1]
-    return [question_task(q, env_version) for q in load_questions(env_id) if q.reference_valid]
+    replays = load_replay(env_id)
+    return [
+        question_task(q, env_version, replays.get(q.index))
+        for q in load_questions(env_id)
+        if q.reference_valid and (not replays or replays.get(q.index, {}).get("verdict") == "reproduced")
+    ]

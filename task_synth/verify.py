@@ -6,7 +6,7 @@ import contextlib
 import json
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -117,12 +117,13 @@ def check_state(check: StateCheck, diff: Mapping[str, Any]) -> list[str]:
     return reasons
 
 
-def _agentworld_reasons(reference: Any, answer: Any) -> list[str]:
+def _agentworld_reasons(reference: Any, answer: Any, random_paths: Sequence[str] = ()) -> list[str]:
     from environments.importers.agentworld.answers import ClockWindow, match_answer
 
     now = datetime.now(UTC).replace(tzinfo=None)
     window = ClockWindow.around(now - timedelta(days=1), now + timedelta(minutes=5))
-    return [] if match_answer(reference, answer, window) else ["the answer does not match the reference"]
+    found = match_answer(reference, answer, window, known_random=frozenset(random_paths))
+    return [] if found else ["the answer does not match the reference"]
 
 
 def verify(task: Task, answer: Any, diff: Mapping[str, Any] | None) -> Verdict:
@@ -131,7 +132,8 @@ def verify(task: Task, answer: Any, diff: Mapping[str, Any] | None) -> Verdict:
     reasons: list[str] = []
     criteria: dict[str, bool] = {}
     if verifier.matcher == "agentworld":
-        failed = _agentworld_reasons(verifier.reference_answer, answer)
+        random_paths = task.provenance.get("not_reproducible") or ()
+        failed = _agentworld_reasons(verifier.reference_answer, answer, random_paths)
         criteria["answer"] = not failed
         reasons += failed
     if verifier.rubric is not None:

@@ -89,8 +89,10 @@ async def verify(task: Task, submission: Any, env_ref: str | None = None) -> Ver
     if task.verifier.state is None:
         return await verify_submission(None, task, submission)
     from arena.runtime.pool import EnvPool, PoolConfig
+    from environments.registry import check_name
 
-    ref = env_ref or task.env
+    # Without an explicit reference (from ``environment_of``), a stored ``env`` is only ever a name.
+    ref = env_ref or check_name(task.env)
     async with EnvPool(PoolConfig(envs={ref: 1}, warm_sessions_per_worker=1)) as pool:
         return await verify_submission(pool, task, submission, env_ref=ref)
 

@@ -29,6 +29,22 @@ def report_table(report: ImportReport) -> Table:
     return table
 
 
+def _share(part: int, whole: int) -> str:
+    return f"{part}/{whole} ({100 * part / whole:.0f}%)" if whole else f"{part}/0"
+
+
+def summary_line(report: ImportReport) -> str:
+    """Share imported, and the replay's groups over the questions of imported environments."""
+    totals = report.to_json()
+    line = f"imported {_share(totals['environments'], totals['environments_found'])} environments"
+    if totals["skipped"]:
+        line += f" ({len(totals['skipped'])} skipped, {totals['questions_in_skipped']} questions)"
+    if report.replayed_run:
+        groups = ", ".join(f"{name} {n}" for name, n in totals["verdicts"].items() if name != "reproduced")
+        line += f"; reproduced {_share(totals['reproduced'], totals['questions'])} questions; {groups}"
+    return line
+
+
 def run_import(kind: str, src: Path, *, replay: bool = True) -> int:
     """Import ``src`` with the ``kind`` importer; non-zero only when nothing could be imported."""
     console = Console()
@@ -43,5 +59,6 @@ def run_import(kind: str, src: Path, *, replay: bool = True) -> int:
         return 2
     report = importer(Path(src), replay=replay)
     console.print(report_table(report))
+    console.print(summary_line(report), highlight=False)
     print(json.dumps(report.to_json(), ensure_ascii=False), flush=True)
     return 0 if report.imported else 1

@@ -18,7 +18,7 @@ from environments.sdk.environment import EnvironmentSpecError
 
 from .errors import MalformedEnvironment
 from .questions import ImportedQuestion
-from .release import NAMESPACE, discover, read_environment, read_index
+from .release import NAMESPACE, count_questions, discover, read_environment, read_index, release_folder
 from .store import (
     build_environment,
     env_dir,
@@ -31,6 +31,9 @@ from .store import (
 
 if TYPE_CHECKING:
     from .replay import EnvironmentReplay
+
+# The replay's groups (kept here too: importing ``replay`` pulls in the serving client).
+VERDICTS = ("reproduced", "not_reproducible: random", "not_reproducible: clock", "mismatch")
 
 REPLAY_WORKERS = min(8, os.cpu_count() or 1)
 
@@ -53,6 +56,7 @@ class EnvironmentRow:
     questions: int = 0
     replayed: int = 0
     reproduced: int = 0
+    verdicts: dict[str, int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -82,16 +86,21 @@ class ImportReport:
 
     def to_json(self) -> dict[str, Any]:
         """Totals over imported environments, plus the skipped ones with their reasons."""
+        skipped = [r for r in self.rows if not r.imported]
         return {
             "environments": len(self.imported),
+            "environments_found": len(self.rows),
+            "share_imported": round(len(self.imported) / len(self.rows), 3) if self.rows else 0.0,
             "tools": self._total("tools"),
             "mutating_tools": self._total("mutating_tools"),
             "records": self._total("records"),
             "questions": self._total("questions"),
             "replayed": self._total("replayed"),
             "reproduced": self._total("reproduced"),
+            "verdicts": {v: sum(r.verdicts.get(v, 0) for r in self.imported) for v in VERDICTS},
             "replay_run": self.replayed_run,
-            "skipped": [{"id": r.env_id, "reason": r.reason} for r in self.rows if not r.imported],
+            "skipped": [{"id": r.env_id, "reason": r.reason} for r in skipped],
+            "questions_in_skipped": sum(r.questions for r in skipped),
             "seconds": round(self.seconds, 2),
             "destination": str(self.destination),
         }
@@ -130,7 +139,12 @@ def _import_one(
         directory = write_import(released, src, dest)
         build_environment(directory).validate()
     except (MalformedEnvironment, EnvironmentSpecError, OSError) as exc:
-        return EnvironmentRow(env_id, status="skipped", reason=str(exc)), ()
+        reason = str(exc)
+    except Exception as exc:  # one bad environment never aborts the others
+        reason = f"{type(exc).__name__}: {exc}"
+    else:
+        return _row_from_manifest(directory), released.questions
+    return EnvironmentRow(env_id, status="skipped", reason=reason, questions=count_questions(src, env_id)), ()
     return _row_from_manifest(directory), released.questions
 
 
@@ -139,6 +153,7 @@ def _apply_replay(row: EnvironmentRow, directory: Path, replay: EnvironmentRepla
     mark_runtime_writers(directory, replay.writers)
     row.mutating_tools = sum(t["mutates"] for t in read_manifest(directory)["tools"])
     row.replayed, row.reproduced = replay.replayed, replay.reproduced
+    row.verdicts = {v: sum(q.verdict == v for q in replay.questions) for v in VERDICTS}
     row.errors = [f"question {q.index}: {q.error}" for q in replay.questions if q.error]
     row.status = "replayed"
 
@@ -166,7 +181,8 @@ def _replay_pending(
 def import_directory(
     src: Path, dest_root: Path | None = None, *, replay: bool = True, progress: bool = True
 ) -> ImportReport:
-    """Import every environment found in ``src`` (laid out like Agent-World's ``environment_mix/``).
+    """Import every environment found in ``src`` (laid out like Agent-World's ``environment_mix/``,
+    or the release root holding that folder).
 
     Each one is validated and copied to ``dest_root/agentworld/<id>/`` (default: the imported root,
     ``$ARENA_HOME/imported``); a malformed one is skipped with its reason. With ``replay``, each
@@ -174,7 +190,8 @@ def import_directory(
     process, and compared with the reference answer (see ``answers``).
     """
     started = time.perf_counter()
-    src, dest = Path(src), Path(dest_root) if dest_root is not None else imported_root()
+    src = release_folder(Path(src))
+    dest = Path(dest_root) if dest_root is not None else imported_root()
     report = ImportReport(src, dest, replayed_run=replay)
     index = read_index(src)
     ids = discover(src)

@@ -26,7 +26,7 @@ from environments.registry import UnknownEnvironment
 from environments.sdk.environment import Environment
 
 from .questions import ImportedQuestion
-from .release import NAMESPACE, ReleasedEnvironment, read_files
+from .release import ENV_ID_PATTERN, NAMESPACE, ReleasedEnvironment, read_files
 from .state import FileStateStore, StatePlan, decompose
 from .tools import build_tool
 
@@ -52,7 +52,12 @@ def env_id_of(name: str) -> str:
 
 
 def env_dir(name: str, root: Path | None = None) -> Path:
-    return (root or imported_root()) / NAMESPACE / env_id_of(name)
+    """The folder of ``agentworld/<id>``; an id that is not a plain name segment (``..``, ``a/b``)
+    is refused, so a name never reaches outside the imported root."""
+    env_id = env_id_of(name)
+    if not ENV_ID_PATTERN.match(env_id):
+        raise UnknownEnvironment(f"invalid imported environment name {name!r}")
+    return (root or imported_root()) / NAMESPACE / env_id
 
 
 def _write_json(path: Path, value: Any) -> None:
@@ -107,6 +112,7 @@ def _manifest(released: ReleasedEnvironment, source: Path) -> dict[str, Any]:
                 "parameters": t.parameters,
                 "mutates": t.writes is not None,
                 "mutates_reason": f"static scan: {t.writes}" if t.writes else None,
+                "schema_changes": list(t.schema_changes),
             }
             for t in released.tools
         ],
@@ -201,6 +207,15 @@ def list_imported(root: Path | None = None) -> list[str]:
     if not base.is_dir():
         return []
     return sorted(f"{NAMESPACE}/{p.name}" for p in base.iterdir() if (p / MANIFEST).is_file())
+
+
+def load_replay(env_id: str, root: Path | None = None) -> dict[int, dict[str, Any]]:
+    """The replay verdict of each question of an imported environment, by question index (empty when
+    the import ran without replay)."""
+    path = env_dir(env_id, root) / REPLAY
+    if not path.is_file():
+        return {}
+    return {q["index"]: q for q in json.loads(path.read_text(encoding="utf-8"))["questions"]}
 
 
 def load_questions(env_id: str, root: Path | None = None) -> list[ImportedQuestion]:

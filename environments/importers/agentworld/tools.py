@@ -8,7 +8,6 @@ environments.serving``), never in the arena process that loads or describes an e
 from __future__ import annotations
 
 import ast
-import builtins
 import contextlib
 import os
 import re
@@ -23,13 +22,14 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy.orm import Session
 
 from environments.sdk.errors import ErrorCode, ToolError, ValidationFailed
 from environments.sdk.tools import ToolSpec
 
+from .determinism import call_seed, salt, seeded_builtins, state_digest
+from .schemas import safe_validator
 from .state import FileStateStore, changed_files
 
 DB_DIR_ENV = "MCP_DB_DIR"
@@ -172,7 +172,9 @@ class ImplementationRunner:
         with tempfile.TemporaryDirectory(prefix="agentworld-") as tmp:
             directory = Path(tmp)
             written = self.store.materialise(snapshot, directory)
-            result = self._invoke(directory, arguments)
+            digest = state_digest(snapshot.files, snapshot.rows)
+            seed = call_seed(salt(), digest, self.tool_name, arguments)
+            result = self._invoke(directory, arguments, seed)
             changed = changed_files(directory, written)
         self.store.write_back(db, snapshot, changed)
         error = released_error(result)
@@ -180,10 +182,11 @@ class ImplementationRunner:
             raise error
         return result
 
-    def _invoke(self, directory: Path, arguments: Mapping[str, Any]) -> Any:
+    def _invoke(self, directory: Path, arguments: Mapping[str, Any], seed: int) -> Any:
         namespace: dict[str, Any] = {
             "__name__": f"agentworld_tool_{self.tool_name}",
-            "__builtins__": builtins,
+            # Its imports of random/uuid/secrets/os draw from the call's seed (see ``determinism``).
+            "__builtins__": seeded_builtins(seed),
         }
         # Environment variables are process-wide: one released call at a time; their prints go to stderr
         # so they can never corrupt an MCP stdio stream.
@@ -220,13 +223,6 @@ class ReleasedToolSpec(ToolSpec):
         return args
 
 
-def schema_validator(schema: Mapping[str, Any]) -> Validator:
-    """A validator for ``schema`` (raises ``jsonschema.SchemaError`` when it is not valid JSON Schema)."""
-    cls = validator_for(schema, default=Draft202012Validator)
-    cls.check_schema(schema)
-    return cls(schema)
-
-
 def build_tool(
     env_name: str, entry: Mapping[str, Any], source: str, store: FileStateStore, *, mutates: bool
 ) -> ReleasedToolSpec:
@@ -240,5 +236,5 @@ def build_tool(
         args_model=ReleasedArguments,
         input_schema=dict(entry["parameters"]),
         tags=("agentworld",),
-        validator=schema_validator(entry["parameters"]),
+        validator=safe_validator(entry["parameters"]),
     )
