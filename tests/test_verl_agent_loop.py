@@ -53,19 +53,27 @@ class Harness:
         self.copies = int(json.loads(self.messages[-1]["content"])["copies"])
         self.model_dir = tiny_dir(self.root / "tiny", self.messages, self.tools)
 
-    async def run(self, plays: list[str], server=None, **overrides: str):
-        """verl's worker on one batch of scripted tasks; the worker's output and the tasks."""
+    def worker(self, server=None) -> tuple[AgentLoopWorker, object]:
+        """verl's worker over the arena's composed config; the shared scripted server unless given one."""
+        if not hasattr(self, "_worker"):
+            self.config = verl_config(self.model_dir, self.root / "unused.parquet", self.pool_name)
+            self.server = ScriptedServer.remote(str(self.model_dir), self.copies)
+            self._worker = AgentLoopWorker(self.config, self.client(self.server))
+        if server is not None:
+            return AgentLoopWorker(self.config, self.client(server)), server
+        return self._worker, self.server
+
+    def client(self, server) -> LLMServerClient:
+        return LLMServerClient(self.config, load_balancer_handle=get_router_handle({"scripted": server}))
+
+    async def run(self, plays: list[str], server=None, infra_retries: int = 1):
+        """verl's worker on one batch of scripted tasks, read from their parquet export by RLHFDataset."""
         tasks = scripted_tasks(self.task, plays)
         out = self.root / f"data-{uuid.uuid4().hex[:6]}"
-        counts = dataset.export(tasks, out, val_fraction=0.0)
-        assert counts == {"train": len(tasks), "val": 0}
-        config = verl_config(
-            self.model_dir, out / "train.parquet", self.pool_name, *(f"{k}={v}" for k, v in overrides.items())
-        )
-        server = server or ScriptedServer.remote(str(self.model_dir), self.copies)
-        client = LLMServerClient(config, load_balancer_handle=get_router_handle({"scripted": server}))
-        worker = AgentLoopWorker(config, client)
-        data = RLHFDataset([str(out / "train.parquet")], worker.tokenizer, config.data)
+        assert dataset.export(tasks, out, val_fraction=0.0) == {"train": len(tasks), "val": 0}
+        worker, server = self.worker(server)
+        worker.config.arena.infra_retries = infra_retries
+        data = RLHFDataset([str(out / "train.parquet")], worker.tokenizer, worker.config.data)
         batch = DataProto.from_single_dict(collate_fn([data[i] for i in range(len(data))]))
         return await worker.generate_sequences(batch), tasks, worker, server
 
@@ -145,7 +153,9 @@ async def test_exception_propagates_and_session_released(harness: Harness) -> No
 
 
 async def test_dead_rollout_server_is_masked_never_scored(harness: Harness) -> None:
-    output, _, _, _ = await harness.run(["correct", "die"], server=None, **{"arena.infra_retries": 1})
+    output, _, _, _ = await harness.run(
+        ["correct", "die"], server=ScriptedServer.remote(str(harness.model_dir), harness.copies)
+    )
     # the server died serving the second sample; the first may or may not have finished before it
     rows = [_row(output, i) for i in range(2)]
     dead = rows[1]
@@ -166,7 +176,7 @@ async def test_dead_rollout_server_is_masked_never_scored(harness: Harness) -> N
 
 async def test_dead_environment_worker_is_retried_on_a_fresh_session(harness: Harness) -> None:
     await harness.pool.break_worker.remote("library")
-    output, _, _, _ = await harness.run(["correct"], **{"arena.infra_retries": 6})
+    output, _, _, _ = await harness.run(["correct"], infra_retries=6)
     row = _row(output, 0)
     assert row["attempts"] >= 2  # the first session died with its worker
     assert row["failure_mode"] == "solved" and row["arena_infra_error"] == 0
