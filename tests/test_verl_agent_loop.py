@@ -112,7 +112,11 @@ async def test_correct_and_wrong_trajectories_masks_and_rewards(harness: Harness
         response = batch["responses"][i][:length].tolist()
         mask = batch["response_mask"][i][:length].tolist()
         # the tokens are the chat template's rendering of the whole conversation, tools included
-        call = {"id": "c", "type": "function", "function": {"name": "get_book", "arguments": '{"book_id": 1}'}}
+        call = {
+            "id": "c",
+            "type": "function",
+            "function": {"name": "get_book", "arguments": '{"book_id": 1}'},
+        }
         answer = json.dumps({"copies": harness.copies + i})  # the correct count, then one more
         assert answer in replies
         conversation = [
@@ -128,7 +132,8 @@ async def test_correct_and_wrong_trajectories_masks_and_rewards(harness: Harness
         assert text.startswith(before) and text.endswith(after)
         # mask 1 exactly on the generated turns: the call and the answer, each with its <|end|>
         generated = tokenizer.decode([t for t, m in zip(response, mask, strict=True) if m])
-        assert generated == f'<tool_call>{{"name": "get_book", "arguments": {{"book_id": 1}}}}</tool_call><|end|>{answer}<|end|>'
+        call_text = '<tool_call>{"name": "get_book", "arguments": {"book_id": 1}}</tool_call>'
+        assert generated == f"{call_text}<|end|>{answer}<|end|>"
         context = tokenizer.decode([t for t, m in zip(response, mask, strict=True) if not m])
         assert context.startswith("<|tool|>") and context.endswith("<|end|><|assistant|>")
         assert '"copies"' in context  # the real tool result came back from the environment

@@ -33,7 +33,9 @@ def test_export_loads_through_rlhf_dataset(store: list[Task], tmp_path: Path) ->
     out = tmp_path / "verl"
     assert main(["tasks", "export", "--format", "verl", "--val-fraction", "0.5", str(out)]) == 0
     tokenizer = AutoTokenizer.from_pretrained(build_tiny(tmp_path / "tiny", [SYSTEM_PROMPT], SIZE))
-    config = OmegaConf.create({"prompt_key": "prompt", "return_raw_chat": True, "filter_overlong_prompts": False})
+    config = OmegaConf.create(
+        {"prompt_key": "prompt", "return_raw_chat": True, "filter_overlong_prompts": False}
+    )
     rows = {}
     for split in ("train", "val"):
         expected = [t for t in store if split_of(t.id, 0.5) == split]
@@ -59,7 +61,9 @@ def test_split_is_stable_and_near_the_fraction() -> None:
     assert split_of(graph_task().id, 0.0) == "train"
 
 
-def test_export_errors_are_one_line(store: list[Task], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_export_errors_are_one_line(
+    store: list[Task], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     file = tmp_path / "x.jsonl"
     file.write_text("")
     assert main(["tasks", "export", "--format", "verl", str(file)]) == 2

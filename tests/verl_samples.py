@@ -66,7 +66,11 @@ class ScriptedServer:
             os._exit(1)
         book = {"name": "get_book", "arguments": {"book_id": 1}}
         if play == "tool_error" and results == 0:
-            reply = "<tool_call>" + json.dumps({"name": "get_book", "arguments": {"book_id": -5}}) + "</tool_call>"
+            reply = (
+                "<tool_call>"
+                + json.dumps({"name": "get_book", "arguments": {"book_id": -5}})
+                + "</tool_call>"
+            )
         elif results == (1 if play != "tool_error" else 2) or results > 2:
             reply = json.dumps({"copies": self.copies + (play == "wrong")})
         else:
@@ -81,4 +85,7 @@ class ScriptedServer:
 
 def scripted_tasks(task: Task, plays: list[str]) -> list[Task]:
     """``task`` once per play, its request tagged with the play (distinct ids)."""
-    return [task.model_copy(update={"request": f"{task.request} [scripted: {p}]", "id": ""}).with_id() for p in plays]
+    return [
+        task.model_copy(update={"request": f"{task.request} [scripted: {p}]", "id": ""}).with_id()
+        for p in plays
+    ]

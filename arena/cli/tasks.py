@@ -136,7 +136,8 @@ def cmd_export(args: argparse.Namespace, store: TaskStore) -> int:
 
         counts = export(store.stream(args.env, args.difficulty), path, args.val_fraction)
         console.print(
-            f"exported {counts['train']} train and {counts['val']} validation tasks to {path}", highlight=False
+            f"exported {counts['train']} train and {counts['val']} validation tasks to {path}",
+            highlight=False,
         )
         return 0
     count = store.export_jsonl(path, env=args.env, difficulty=args.difficulty)
@@ -207,14 +208,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check.set_defaults(handler=cmd_verify)
 
     export = commands.add_parser(
-        "export", parents=[common, filters], help="write tasks to a JSONL file, or verl parquet (--format verl)"
+        "export",
+        parents=[common, filters],
+        help="write tasks to a JSONL file, or verl parquet (--format verl)",
     )
     export.add_argument("file", metavar="PATH", help="the JSONL file, or the verl output directory")
     export.add_argument(
-        "--format", choices=["jsonl", "verl"], default="jsonl", help="verl: OUT/train.parquet + OUT/val.parquet"
+        "--format",
+        choices=["jsonl", "verl"],
+        default="jsonl",
+        help="verl: OUT/train.parquet + OUT/val.parquet",
     )
     export.add_argument(
-        "--val-fraction", type=float, default=0.1, help="share of tasks in val.parquet (stable hash of the id)"
+        "--val-fraction",
+        type=float,
+        default=0.1,
+        help="share of tasks in val.parquet (stable hash of the id)",
     )
     export.set_defaults(handler=cmd_export)
 

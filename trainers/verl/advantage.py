@@ -13,7 +13,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY, compute_grpo_outcome_advantage, register_adv_est
+from verl.trainer.ppo.core_algos import (
+    ADV_ESTIMATOR_REGISTRY,
+    compute_grpo_outcome_advantage,
+    register_adv_est,
+)
 
 NAME = "arena_grpo"
 

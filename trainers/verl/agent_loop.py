@@ -39,7 +39,9 @@ INFRA_FLAG = "arena_infra_error"
 def arena_settings(config: DictConfig) -> dict[str, Any]:
     """The ``arena`` section of verl's config (pool actor name, episode limits, retries), with defaults."""
     section = config.get("arena") or {}
-    settings = OmegaConf.to_container(section, resolve=True) if isinstance(section, DictConfig) else dict(section)
+    settings = (
+        OmegaConf.to_container(section, resolve=True) if isinstance(section, DictConfig) else dict(section)
+    )
     return {
         "pool_name": POOL_NAME,
         "pool_namespace": NAMESPACE,
@@ -74,7 +76,9 @@ class ArenaAgentLoop(AgentLoopBase):
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         extra_info = kwargs.get("extra_info") or {}
         if "task" not in extra_info:
-            raise ValueError(f"{AGENT_NAME} needs extra_info.task (export the data with `arena tasks export`)")
+            raise ValueError(
+                f"{AGENT_NAME} needs extra_info.task (export the data with `arena tasks export`)"
+            )
         task = Task.model_validate_json(extra_info["task"])
         attempts = 1 + int(self.settings["infra_retries"])
         for attempt in range(attempts):
@@ -88,7 +92,9 @@ class ArenaAgentLoop(AgentLoopBase):
                 record = await run_episode(sessions, task, policy, self.episode_config, repeat=attempt)
             if record.infra_error is None:
                 break
-            logger.warning("infra failure on %s (try %d of %d): %s", task.id, attempt + 1, attempts, record.infra_error)
+            logger.warning(
+                "infra failure on %s (try %d of %d): %s", task.id, attempt + 1, attempts, record.infra_error
+            )
             if attempt + 1 < attempts:
                 await asyncio.sleep(float(self.settings["retry_delay_s"]) * (attempt + 1))
         return await self.output(task, record, policy, attempt + 1, list(kwargs.get("raw_prompt") or []))

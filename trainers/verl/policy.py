@@ -82,7 +82,9 @@ class VerlEpisode:
             raise PolicyRefused(f"the response has reached rollout.response_length={policy.response_length}")
         sampling = dict(policy.sampling_params)
         if policy.parser.stop_token_ids:
-            sampling["stop_token_ids"] = sorted(set(sampling.get("stop_token_ids") or []) | set(policy.parser.stop_token_ids))
+            sampling["stop_token_ids"] = sorted(
+                set(sampling.get("stop_token_ids") or []) | set(policy.parser.stop_token_ids)
+            )
         prompt_tokens = len(self.token_ids)
         try:
             output = await loop.server_manager.generate(
@@ -110,7 +112,9 @@ class VerlEpisode:
         text = self.policy.loop.tokenizer.decode(token_ids, skip_special_tokens=True)
         reply = parse_reply(text, prefix)
         if not calls or reply.format_error is not None:
-            return PolicyTurn(content=reply.content, tool_calls=reply.tool_calls, format_error=reply.format_error)
+            return PolicyTurn(
+                content=reply.content, tool_calls=reply.tool_calls, format_error=reply.format_error
+            )
         parsed = []
         for index, call in enumerate(calls):
             try:
@@ -118,7 +122,9 @@ class VerlEpisode:
             except ValueError:
                 arguments = None
             arguments = arguments if isinstance(arguments, dict) else None
-            parsed.append(ToolCall(call.tool_call_id or f"{prefix}{index}", call.name, arguments, call.arguments))
+            parsed.append(
+                ToolCall(call.tool_call_id or f"{prefix}{index}", call.name, arguments, call.arguments)
+            )
         return PolicyTurn(content=reply.content, tool_calls=parsed)
 
     def trajectory(self) -> TokenTrajectory | None:
