@@ -3,13 +3,21 @@ defaults, every verl key overridable, and valid for verl's trainer."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 from verl.trainer.ppo.utils import need_critic, need_reference_policy
 from verl.utils.config import validate_config
 
 import trainers.verl.setup
+from arena.cli.hydra_config import load
 from arena.cli.main import main
+from arena.evolve.settings import EvolveSettings
+from arena.policies.tiny import build_tiny
+from arena.rollout.episode import SYSTEM_PROMPT, EpisodeConfig
+from tests.hf_samples import SIZE
+from trainers.verl.evolve import VerlRoundTrainer, latest_hf, make_trainer, round_job
 from trainers.verl.launch import compose_train, verl_config
 
 REQUIRED = ["trainer=verl", "model.path=/models/tiny", "data.train_files=/data/arena/train.parquet"]
@@ -72,3 +80,36 @@ def test_job_config_passes_verls_validation() -> None:
     assert job.arena.pool_name == "arena_env_pool"  # the agent loop reads it
     assert not need_critic(job) and need_reference_policy(job)  # GRPO: no critic; the KL loss needs a ref
     validate_config(config=job, use_reference_policy=True, use_critic=False)
+
+
+def test_evolve_with_trainer_verl_builds_each_rounds_verl_job(tmp_path: Path) -> None:
+    settings = load(
+        "evolve",
+        ["trainer=verl", "trainer.steps_per_round=3", "cluster.address=ray://h:10001"],
+        EvolveSettings,
+    )
+    trainer = settings.trainer.model_dump(mode="json")
+    assert trainer["factory"] == "trainers.verl.evolve:make_trainer"
+    assert (
+        trainer["verl"]["algorithm"]["adv_estimator"] == "arena_grpo"
+    )  # verl's sections, under trainer.verl
+    assert settings.rounds == 2 and settings.rollout.max_turns == 4  # the loop's own keys stay its own
+    model = build_tiny(tmp_path / "tiny", [SYSTEM_PROMPT], SIZE)
+    round_trainer = make_trainer(trainer, {"path": str(model), "device": "cpu"}, None)
+    assert isinstance(round_trainer, VerlRoundTrainer) and round_trainer.cluster_address == "ray://h:10001"
+    job = round_job(
+        trainer, model, tmp_path / "data", tmp_path / "round1", EpisodeConfig(max_turns=4), ["library"]
+    )
+    assert job.actor_rollout_ref.model.path == str(model)
+    assert job.data.train_files == str(tmp_path / "data" / "train.parquet")
+    assert job.trainer.total_training_steps == 3 and job.trainer.resume_mode == "auto"
+    assert job.trainer.default_local_dir == str(tmp_path / "round1" / "verl")
+    assert (job.arena.max_turns, list(job.arena.envs)) == (4, ["library"])
+    trainers.verl.setup.register()
+    validate_config(config=job, use_reference_policy=True, use_critic=False)
+    assert latest_hf(tmp_path / "round1") is None  # nothing trained yet: the round has no checkpoint
+
+
+def test_evolve_local_is_unchanged() -> None:
+    settings = load("evolve", [], EvolveSettings)
+    assert settings.trainer.name == "local" and "verl" not in settings.trainer.model_dump()

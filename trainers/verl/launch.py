@@ -19,7 +19,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from arena.cli.hydra_config import CONF_DIR, ConfigError
 
-ARENA_TRAINER_KEYS = ("name", "factory")
+ARENA_TRAINER_KEYS = ("name", "factory", "steps_per_round")
 
 
 def compose_train(overrides: list[str], conf_dir: Path = CONF_DIR, check_missing: bool = True) -> DictConfig:
@@ -31,14 +31,13 @@ def compose_train(overrides: list[str], conf_dir: Path = CONF_DIR, check_missing
             missing = [
                 f"{section}.{key}"
                 for section, key in (("model", "path"), ("data", "train_files"))
-                if OmegaConf.is_missing(config[section], key)
+                if config[section].get(key) is None
             ]
             if missing:
                 raise ConfigError(f"missing value for {', '.join(missing)} (set it: {missing[0]}=...)")
-        if config.data.get("val_files") is None and not OmegaConf.is_missing(config.data, "train_files"):
+        if config.data.get("val_files") is None and config.data.get("train_files") is not None:
             config.data.val_files = str(Path(str(config.data.train_files)).with_name("val.parquet"))
-        if not OmegaConf.is_missing(config.model, "path"):
-            OmegaConf.resolve(config)
+        OmegaConf.resolve(config)
         return config
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(f"bad override: {str(exc).splitlines()[0]}") from exc
