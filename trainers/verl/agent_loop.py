@@ -26,6 +26,7 @@ from verl.experimental.agent_loop.tool_parser import ToolParser
 
 from arena.rollout.episode import SYSTEM_PROMPT, EpisodeConfig, run_episode
 from arena.rollout.records import EpisodeRecord, FailureMode
+from arena.runtime.errors import InfrastructureError
 from task_synth.model import Task
 from trainers.verl.dataset import AGENT_NAME
 from trainers.verl.policy import VerlPolicy
@@ -34,6 +35,7 @@ from trainers.verl.pool_service import NAMESPACE, POOL_NAME, RemoteSessions, fin
 logger = logging.getLogger(__name__)
 
 INFRA_FLAG = "arena_infra_error"
+_POOLS: dict[tuple[str, str], Any] = {}
 
 
 def arena_settings(config: DictConfig) -> dict[str, Any]:
@@ -70,8 +72,11 @@ class ArenaAgentLoop(AgentLoopBase):
         )
 
     def sessions(self) -> RemoteSessions:
-        """The pool actor, found by name in this Ray cluster."""
-        return RemoteSessions(find_pool(self.settings["pool_name"], self.settings["pool_namespace"]))
+        """The pool actor, found by name in this Ray cluster (looked up once per worker process)."""
+        key = (str(self.settings["pool_name"]), str(self.settings["pool_namespace"]))
+        if key not in _POOLS:
+            _POOLS[key] = find_pool(*key)
+        return RemoteSessions(_POOLS[key])
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         extra_info = kwargs.get("extra_info") or {}
@@ -85,13 +90,14 @@ class ArenaAgentLoop(AgentLoopBase):
             policy = VerlPolicy(self, self.parser, sampling_params, self.response_length)
             try:
                 sessions = self.sessions()
-            except Exception as exc:  # the pool actor is missing: infrastructure
+            except InfrastructureError as exc:  # the pool actor is missing
                 record = EpisodeRecord(task.id, task.env, task.difficulty, str(task.kind), attempt)
                 record.infra_error = str(exc)
             else:
                 record = await run_episode(sessions, task, policy, self.episode_config, repeat=attempt)
             if record.infra_error is None:
                 break
+            _POOLS.clear()  # look the pool actor up again: it may have been restarted
             logger.warning(
                 "infra failure on %s (try %d of %d): %s", task.id, attempt + 1, attempts, record.infra_error
             )
