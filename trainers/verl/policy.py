@@ -7,6 +7,8 @@ back, token-in/token-out, with verl's own machinery:
   ``ct_merge_context_msg``), exactly as verl's ``ToolAgentLoop`` does: mask 0;
 - each turn is ``server_manager.generate(...)`` and merged with ``ct_merge_assistant_token``: mask 1, with
   the server's log-probs;
+- tool schemas are normalised (``trainers.verl.schemas``) so nested types survive both the chat template
+  and verl's tool-schema model;
 - tool calls are parsed by verl's ``ToolParser`` (``rollout.multi_turn.format``, ``hermes`` by default);
   output that tried to be a call and could not be read falls back to the arena's parser, which reports
   the format error the episode feeds back.
@@ -23,6 +25,7 @@ import ray
 from arena.policies.base import PolicyRefused, PolicyTurn, PolicyUnavailable, TokenTrajectory, ToolCall
 from arena.policies.toolcall_parsing import parse_reply
 from task_synth.model import Task
+from trainers.verl.schemas import normalise_tool, verl_tool
 
 if TYPE_CHECKING:
     from verl.experimental.agent_loop.agent_loop import AgentLoopBase
@@ -60,7 +63,9 @@ class VerlEpisode:
     """One trajectory's runtime tokens, response mask and log-probs (verl's ``AgentData`` layout)."""
 
     def __init__(self, policy: VerlPolicy, tools: list[dict[str, Any]]) -> None:
-        self.policy, self.tools = policy, tools
+        self.policy = policy
+        self.tools = [normalise_tool(tool) for tool in tools]  # what the chat template renders
+        self.verl_tools = [verl_tool(tool) for tool in tools]  # what verl's parsers read
         self.request_id = uuid4().hex  # sticky routing: every turn to the same server (prefix cache)
         self.token_ids: list[int] = []
         self.response_mask: list[int] = []
@@ -108,7 +113,7 @@ class VerlEpisode:
 
     async def _parse(self, token_ids: list[int], prefix: str) -> PolicyTurn:
         """verl's parser first; the arena's for what it could not read (format errors, bare JSON calls)."""
-        _, calls = await self.policy.parser.extract_tool_calls(token_ids)
+        _, calls = await self.policy.parser.extract_tool_calls(token_ids, self.verl_tools)
         text = self.policy.loop.tokenizer.decode(token_ids, skip_special_tokens=True)
         reply = parse_reply(text, prefix)
         if not calls or reply.format_error is not None:
