@@ -80,7 +80,12 @@ class VerlEpisode:
         else:
             previous = messages[: len(self.seen) + 1]  # + the assistant message of our last turn
             merged, self.response_mask, logprobs = await loop.ct_merge_context_msg(
-                previous, messages, self.token_ids, self.response_mask, self.response_logprobs, self.tools
+                previous,
+                messages,
+                self.token_ids,
+                self.response_mask,
+                self.response_logprobs or None,
+                self.tools,
             )
             self.token_ids, self.response_logprobs = merged.token_ids, logprobs or []
         if len(self.response_mask) >= policy.response_length:
