@@ -31,6 +31,7 @@ def _register_optional(subparsers: argparse._SubParsersAction) -> None:
         "arena.cli.report",
         "arena.cli.synth",
         "arena.cli.tasks",
+        "arena.cli.train",
     ):
         try:
             module = importlib.import_module(module_name)

@@ -129,6 +129,19 @@ def cmd_verify(args: argparse.Namespace, store: TaskStore) -> int:
 
 def cmd_export(args: argparse.Namespace, store: TaskStore) -> int:
     path = Path(args.file)
+    if args.format == "verl":
+        if path.exists() and not path.is_dir():
+            return _fail(f"{path} is a file; --format verl writes a directory (train.parquet, val.parquet)")
+        if not 0.0 <= args.val_fraction < 1.0:
+            return _fail(f"--val-fraction must be in [0, 1), got {args.val_fraction}")
+        from trainers.verl.dataset import export
+
+        counts = export(store.stream(args.env, args.difficulty), path, args.val_fraction)
+        console.print(
+            f"exported {counts['train']} train and {counts['val']} validation tasks to {path}",
+            highlight=False,
+        )
+        return 0
     count = store.export_jsonl(path, env=args.env, difficulty=args.difficulty)
     console.print(f"exported {count} tasks to {path}", highlight=False)
     return 0
@@ -196,8 +209,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     check.set_defaults(handler=cmd_verify)
 
-    export = commands.add_parser("export", parents=[common, filters], help="write tasks to a JSONL file")
-    export.add_argument("file", metavar="FILE")
+    export = commands.add_parser(
+        "export",
+        parents=[common, filters],
+        help="write tasks to a JSONL file, or verl parquet (--format verl)",
+    )
+    export.add_argument("file", metavar="PATH", help="the JSONL file, or the verl output directory")
+    export.add_argument(
+        "--format",
+        choices=["jsonl", "verl"],
+        default="jsonl",
+        help="verl: OUT/train.parquet + OUT/val.parquet",
+    )
+    export.add_argument(
+        "--val-fraction",
+        type=float,
+        default=0.1,
+        help="share of tasks in val.parquet (stable hash of the id)",
+    )
     export.set_defaults(handler=cmd_export)
 
     load = commands.add_parser("import", parents=[common], help="add the tasks of a JSONL file")

@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from arena.eval.settings import (
     PolicySettings,
@@ -77,6 +77,19 @@ class EvolveSettings(_Section):
     store: StoreSettings = Field(default_factory=StoreSettings)
     pool: PoolSettings = Field(default_factory=PoolSettings)
     report: ReportSettings = Field(default_factory=ReportSettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _verl_sections(cls, data: Any) -> Any:
+        """``trainer=verl`` composes verl's ``ppo_trainer`` at the top level: its sections (all but the
+        loop's own keys) become the trainer's ``verl`` settings."""
+        trainer = data.get("trainer") if isinstance(data, dict) else None
+        if not isinstance(trainer, dict) or trainer.get("name") != "verl":
+            return data
+        own = {k: v for k, v in data.items() if k in cls.model_fields}
+        return own | {
+            "trainer": trainer | {"verl": {k: v for k, v in data.items() if k not in cls.model_fields}}
+        }
 
     def episode_config(self) -> EpisodeConfig:
         return EpisodeConfig(max_turns=self.rollout.max_turns, max_tokens=self.rollout.max_tokens)

@@ -1,0 +1,115 @@
+"""``arena train trainer=verl``: the composed config is verl's own ``ppo_trainer`` with the arena's GRPO
+defaults, every verl key overridable, and valid for verl's trainer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from verl.trainer.ppo.utils import need_critic, need_reference_policy
+from verl.utils.config import validate_config
+
+import trainers.verl.setup
+from arena.cli.hydra_config import load
+from arena.cli.main import main
+from arena.evolve.settings import EvolveSettings
+from arena.policies.tiny import build_tiny
+from arena.rollout.episode import SYSTEM_PROMPT, EpisodeConfig
+from tests.hf_samples import SIZE
+from trainers.verl.evolve import VerlRoundTrainer, latest_hf, make_trainer, round_job
+from trainers.verl.launch import compose_train, verl_config
+
+REQUIRED = ["trainer=verl", "model.path=/models/tiny", "data.train_files=/data/arena/train.parquet"]
+
+
+def composed(capsys: pytest.CaptureFixture[str], *overrides: str) -> dict:
+    assert main(["train", *REQUIRED, *overrides, "--cfg", "job"]) == 0
+    return yaml.safe_load(capsys.readouterr().out)
+
+
+def test_cfg_job_prints_verl_config_with_grpo_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    config = composed(capsys, "cluster.address=ray://head:10001")
+    actor, rollout = config["actor_rollout_ref"]["actor"], config["actor_rollout_ref"]["rollout"]
+    assert config["algorithm"]["adv_estimator"] == "arena_grpo"  # GRPO, infra-failed samples left out
+    assert (actor["clip_ratio_low"], actor["clip_ratio_high"]) == (0.2, 0.28)
+    assert rollout["n"] == 8 and config["data"]["train_batch_size"] == 32
+    assert actor["use_kl_loss"] is True and actor["kl_loss_coef"] == 0.001
+    assert rollout["temperature"] == 1.0
+    assert rollout["agent"]["default_agent_loop"] == "arena_agent"
+    assert rollout["multi_turn"]["format"] == "hermes"
+    assert config["actor_rollout_ref"]["model"]["path"] == "/models/tiny"
+    assert config["data"]["val_files"] == "/data/arena/val.parquet"
+    assert config["cluster"]["address"] == "ray://head:10001"
+    hook = config["ray_kwargs"]["ray_init"]["runtime_env"]["worker_process_setup_hook"]
+    assert hook == "trainers.verl.setup.register"
+    # verl's own config, not a copy: every section of its ppo_trainer is there, from the installed package
+    for section in ("critic", "reward", "distillation", "transfer_queue", "global_profiler"):
+        assert section in config
+    assert actor["_target_"].startswith("verl.workers.config")
+
+
+def test_every_verl_key_is_overridable(capsys: pytest.CaptureFixture[str]) -> None:
+    config = composed(
+        capsys,
+        "actor_rollout_ref.rollout.n=16",
+        "algorithm.adv_estimator=grpo",
+        "actor_rollout_ref.actor.optim.lr=3e-6",
+        "trainer.total_epochs=5",
+    )
+    assert config["actor_rollout_ref"]["rollout"]["n"] == 16
+    assert config["algorithm"]["adv_estimator"] == "grpo"
+    assert config["actor_rollout_ref"]["actor"]["optim"]["lr"] == 3e-6
+    assert config["trainer"]["total_epochs"] == 5
+
+
+def test_bad_input_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["train", "trainer=verl", "data.train_files=/d/train.parquet"]) == 2
+    assert main(["train", *REQUIRED, "no_such.key=1", "--cfg", "job"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "error: missing value for model.path (set it: model.path=...)",
+        "error: bad override: Could not override 'no_such.key'.",
+    ]
+
+
+def test_job_config_passes_verls_validation() -> None:
+    trainers.verl.setup.register()
+    job = verl_config(compose_train([*REQUIRED[1:], "trainer.n_gpus_per_node=8"]))
+    assert "model" not in job and "cluster" not in job and "factory" not in job.trainer
+    assert job.arena.pool_name == "arena_env_pool"  # the agent loop reads it
+    assert not need_critic(job) and need_reference_policy(job)  # GRPO: no critic; the KL loss needs a ref
+    validate_config(config=job, use_reference_policy=True, use_critic=False)
+
+
+def test_evolve_with_trainer_verl_builds_each_rounds_verl_job(tmp_path: Path) -> None:
+    settings = load(
+        "evolve",
+        ["trainer=verl", "trainer.steps_per_round=3", "cluster.address=ray://h:10001"],
+        EvolveSettings,
+    )
+    trainer = settings.trainer.model_dump(mode="json")
+    assert trainer["factory"] == "trainers.verl.evolve:make_trainer"
+    assert (
+        trainer["verl"]["algorithm"]["adv_estimator"] == "arena_grpo"
+    )  # verl's sections, under trainer.verl
+    assert settings.rounds == 2 and settings.rollout.max_turns == 4  # the loop's own keys stay its own
+    model = build_tiny(tmp_path / "tiny", [SYSTEM_PROMPT], SIZE)
+    round_trainer = make_trainer(trainer, {"path": str(model), "device": "cpu"}, None)
+    assert isinstance(round_trainer, VerlRoundTrainer) and round_trainer.cluster_address == "ray://h:10001"
+    job = round_job(
+        trainer, model, tmp_path / "data", tmp_path / "round1", EpisodeConfig(max_turns=4), ["library"]
+    )
+    assert job.actor_rollout_ref.model.path == str(model)
+    assert job.data.train_files == str(tmp_path / "data" / "train.parquet")
+    assert job.trainer.total_training_steps == 3 and job.trainer.resume_mode == "auto"
+    assert job.trainer.default_local_dir == str(tmp_path / "round1" / "verl")
+    assert (job.arena.max_turns, list(job.arena.envs)) == (4, ["library"])
+    trainers.verl.setup.register()
+    validate_config(config=job, use_reference_policy=True, use_critic=False)
+    assert latest_hf(tmp_path / "round1") is None  # nothing trained yet: the round has no checkpoint
+
+
+def test_evolve_local_is_unchanged() -> None:
+    settings = load("evolve", [], EvolveSettings)
+    assert settings.trainer.name == "local" and "verl" not in settings.trainer.model_dump()
