@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +61,21 @@ def execute_tool(
         message = f"tool {name!r} is declared read-only but tried to write; its writes were rolled back"
         return ToolOutcome(False, {"code": str(ErrorCode.INTERNAL), "message": message})
     except Exception as exc:
+        if _database_full(exc):
+            message = (
+                f"tool {name!r} would grow the session's database past its size cap; nothing was applied"
+            )
+            return ToolOutcome(False, {"code": str(ErrorCode.LIMIT_EXCEEDED), "message": message})
         logger.exception("tool %s of %s raised", name, env.name)
-        message = f"tool {name!r} failed internally ({type(exc).__name__}: {exc}); no changes were applied"
+        # The exception's text stays in the server log: it can carry SQL and its parameters.
+        message = f"tool {name!r} failed internally ({type(exc).__name__}); no changes were applied"
         return ToolOutcome(False, {"code": str(ErrorCode.INTERNAL), "message": message})
+
+
+def _database_full(exc: BaseException) -> bool:
+    """SQLITE_FULL (the session's ``max_page_count``), raw or wrapped by SQLAlchemy."""
+    cause = getattr(exc, "orig", None) or exc
+    return (
+        isinstance(cause, sqlite3.OperationalError)
+        and getattr(cause, "sqlite_errorcode", 0) == sqlite3.SQLITE_FULL
+    )
