@@ -303,10 +303,10 @@ class StateStore:
         self.seed_hash = digest.state_hash(self.master, self.seed_table_hashes)
         self.episode_engine = _EpisodeEngine()
         self.states: dict[str, EpisodeState] = {}
-        cap_mb = int(os.environ.get(MAX_SESSION_DB_ENV) or DEFAULT_MAX_SESSION_DB_MB)
+        cap_mb = float(os.environ.get(MAX_SESSION_DB_ENV) or DEFAULT_MAX_SESSION_DB_MB)
         page_size = self.master.execute("PRAGMA page_size").fetchone()[0]
         seed_pages = self.master.execute("PRAGMA page_count").fetchone()[0]
-        self.max_pages = seed_pages + max(1, cap_mb * 1024 * 1024 // page_size)
+        self.max_pages = seed_pages + max(1, int(cap_mb * 1024 * 1024) // page_size)
 
     def create(self, state_id: str | None = None) -> EpisodeState:
         """A new isolated state holding a copy of the seed."""

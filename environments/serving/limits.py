@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import resource
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -33,6 +34,20 @@ class HttpLimits:
 
 DATA_LIMITS = HttpLimits()
 CONTROL_LIMITS = HttpLimits(max_connections=256, backlog=128, max_body_bytes=8_000_000, keep_alive_s=120)
+
+
+def from_env(limits: HttpLimits) -> HttpLimits:
+    """``limits`` with overrides from ``ARENA_HTTP_HEADER_TIMEOUT_S``, ``ARENA_HTTP_BODY_TIMEOUT_S`` and
+    ``ARENA_HTTP_MAX_CONNECTIONS`` (deployments and tests)."""
+    changes: dict[str, float | int] = {}
+    if value := os.environ.get("ARENA_HTTP_HEADER_TIMEOUT_S"):
+        changes["header_timeout_s"] = float(value)
+    if value := os.environ.get("ARENA_HTTP_BODY_TIMEOUT_S"):
+        changes["body_timeout_s"] = float(value)
+    if value := os.environ.get("ARENA_HTTP_MAX_CONNECTIONS"):
+        changes["max_connections"] = int(value)
+    return replace(limits, **changes)  # type: ignore[arg-type]
+
 
 _TOO_LARGE = (
     b"HTTP/1.1 413 Content Too Large\r\ncontent-type: application/json\r\nconnection: close\r\n"

@@ -118,7 +118,7 @@ class ServerProcess:
         return str(self.ready["control_token"])
 
     def control(self) -> ControlClient:
-        return ControlClient(self.control_url, self.control_token)
+        return ControlClient(self.control_url, self.control_token, data_url=self.base_url)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -22,6 +22,7 @@ from environments.serving.limits import (
     CONTROL_LIMITS,
     DATA_LIMITS,
     HttpLimits,
+    from_env,
     guarded_protocol,
     raise_open_files,
 )
@@ -132,17 +133,18 @@ def _uvicorn(app: Any, sock: socket.socket, limits: HttpLimits, lifespan: str) -
 
 async def serve_http(server: EnvServer, listener: Listener) -> None:
     """Serve the data plane and the control plane, each on its own listener, until cancelled or signalled."""
-    sock = bind(listener, DATA_LIMITS.backlog)
-    control_sock = bind(listener.control(), CONTROL_LIMITS.backlog)
-    raise_open_files(DATA_LIMITS.max_connections + CONTROL_LIMITS.max_connections)
+    data_limits, control_limits = from_env(DATA_LIMITS), from_env(CONTROL_LIMITS)
+    sock = bind(listener, data_limits.backlog)
+    control_sock = bind(listener.control(), control_limits.backlog)
+    raise_open_files(data_limits.max_connections + control_limits.max_connections)
     # Over a Unix socket no browser can reach the server: the DNS-rebinding Host check is moot there.
     data = _uvicorn(
         server.data_app(host="unix-socket" if listener.uds is not None else listener.host),
         sock,
-        DATA_LIMITS,
+        data_limits,
         "on",
     )
-    control = _uvicorn(server.control_app(), control_sock, CONTROL_LIMITS, "off")
+    control = _uvicorn(server.control_app(), control_sock, control_limits, "off")
     print(ready_line(server, listener, sock, control_sock), flush=True)
     print(connect_hint(server, listener, sock, control_sock), file=sys.stderr, flush=True)
     tasks = [

@@ -23,11 +23,13 @@ import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.message import SessionMessage
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -167,7 +169,23 @@ class EnvServer:
     async def run_stdio(self) -> None:
         """Serve one client over stdin/stdout, on the default state."""
         async with stdio_server() as (read_stream, write_stream):
-            await self.mcp.run(read_stream, write_stream, self.mcp.create_initialization_options())
+            forward, messages = anyio.create_memory_object_stream[Any](16)
+
+            async def answer_unparsable() -> None:
+                # The SDK drops a line it cannot parse; JSON-RPC wants a -32700 answer (id null).
+                async with forward:
+                    async for item in read_stream:
+                        if isinstance(item, Exception):
+                            error = types.ErrorData(code=types.PARSE_ERROR, message="Parse error")
+                            reply = types.JSONRPCError(jsonrpc="2.0", id=None, error=error)
+                            await write_stream.send(SessionMessage(reply))
+                        else:
+                            await forward.send(item)
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(answer_unparsable)
+                await self.mcp.run(messages, write_stream, self.mcp.create_initialization_options())
+                group.cancel_scope.cancel()
 
     def transport_security(self, host: str) -> TransportSecuritySettings:
         """Host/Origin checks (DNS rebinding) for any bind address: the loopback names, the bind host and
