@@ -217,8 +217,8 @@ async def test_results_and_errors_are_bounded(control: ControlClient, body: str,
 
 async def test_a_session_closed_while_its_program_runs_answers_404(control: ControlClient) -> None:
     sid = await control.create_session()
-    source = "def solve(tools):\n    while True:\n        sum(range(10**5))\n        tools.call('get_account', account_id=1)"
-    body = {"source": source, "timeout_s": 10, "max_calls": 5000}
+    loop = "    while True:\n        sum(range(10**5))\n        tools.call('get_account', account_id=1)"
+    body = {"source": "def solve(tools):\n" + loop, "timeout_s": 10, "max_calls": 5000}
     running = asyncio.create_task(
         control._request("POST", f"/control/sessions/{sid}/program", json_body=body)
     )
