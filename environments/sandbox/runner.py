@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import os
+import select
 import shutil
 import signal
 import sys
@@ -133,64 +134,160 @@ def bwrap_command(limits: SandboxLimits) -> list[str]:
     ]
 
 
-def _kill(proc: asyncio.subprocess.Process) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+class _TooLong(Exception):
+    pass
+
+
+class _Child:
+    """One sandboxed process and our ends of its pipes (non-blocking; read and written without threads)."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, read_fd: int, write_fd: int, err_fd: int) -> None:
+        self.proc = proc
+        self.read_fd, self.write_fd, self.err_fd = read_fd, write_fd, err_fd
+        self._buffer = bytearray()
+        self._eof = False
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.returncode is None and not self._eof
+
+    def _fill(self) -> None:
+        try:
+            data = os.read(self.read_fd, 1 << 16)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:
+            self._buffer += data
+        else:
+            self._eof = True
+
+    def _line(self, limit: int) -> bytes | None:
+        end = self._buffer.find(b"\n")
+        if end < 0:
+            if len(self._buffer) > limit:
+                raise _TooLong
+            return None
+        if end > limit:
+            raise _TooLong
+        line = bytes(self._buffer[: end + 1])
+        del self._buffer[: end + 1]
+        return line
+
+    async def readline(self, limit: int, spin_s: float = 0.0) -> bytes:
+        """The next line (``b""`` at end of file); ``_TooLong`` past ``limit``. Waits up to ``spin_s``
+        blocking for a quick answer before it waits in the event loop."""
+        while True:
+            line = self._line(limit)
+            if line is not None:
+                return line
+            if self._eof:
+                return b""
+            if spin_s > 0 and select.select([self.read_fd], [], [], spin_s)[0]:
+                self._fill()
+                continue
+            spin_s = 0.0
+            await self._wait(self.read_fd, writable=False)
+            self._fill()
+
+    async def _wait(self, fd: int, *, writable: bool) -> None:
+        loop = asyncio.get_running_loop()
+        ready = loop.create_future()
+        add, remove = (
+            (loop.add_writer, loop.remove_writer) if writable else (loop.add_reader, loop.remove_reader)
+        )
+        add(fd, lambda: ready.done() or ready.set_result(None))
+        try:
+            await ready
+        finally:
+            remove(fd)
+
+    async def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self.write_fd, view) :]
+            except BlockingIOError:
+                await self._wait(self.write_fd, writable=True)
+            except OSError:  # the child is gone: its end of the story comes from readline
+                return
+
+    def stderr_tail(self) -> str:
+        try:
+            return os.read(self.err_fd, 2000).decode(errors="replace").strip()
+        except OSError:
+            return ""
+
+    async def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        await self.proc.wait()
+        for fd in (self.read_fd, self.write_fd, self.err_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 class Sandbox:
     """Runs programs in sandboxed children of this process (create and use it in one event loop)."""
 
+    FAST_PATH_S = 0.001
+    """How long the server waits blocking for the program's next tool call before it waits in the
+    event loop (a program calling tools in a loop answers within microseconds)."""
+    FAST_PATH_BUDGET_S = 0.005
+    """Blocking waits stop for a turn once a run has held the event loop this long without a break."""
+
     def __init__(self, limits: SandboxLimits | None = None) -> None:
         self.limits = limits or SandboxLimits()
         self._command: list[str] | None = None
-        self._warm: deque[asyncio.subprocess.Process] = deque()
+        self._warm: deque[_Child] = deque()
         self._starting = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._slots: asyncio.Semaphore | None = None
         self._closed = False
 
-    async def _start(self) -> asyncio.subprocess.Process:
+    async def _start(self) -> _Child:
         if self._command is None:
             self._command = bwrap_command(self.limits)
+        to_child, from_parent = os.pipe()
+        from_child, to_parent = os.pipe()
+        err_read, err_write = os.pipe()
         try:
             proc = await asyncio.create_subprocess_exec(
-                *self._command,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-                limit=self.limits.max_message_bytes + 1024,
+                *self._command, stdin=to_child, stdout=to_parent, stderr=err_write, start_new_session=True
             )
         except OSError as exc:
+            for fd in (to_child, from_parent, from_child, to_parent, err_read, err_write):
+                os.close(fd)
             raise SandboxUnavailable(f"cannot start bubblewrap: {exc}") from None
-        assert proc.stdout is not None and proc.stderr is not None
+        for fd in (to_child, to_parent, err_write):
+            os.close(fd)
+        for fd in (from_parent, from_child, err_read):
+            os.set_blocking(fd, False)
+        child = _Child(proc, from_child, from_parent, err_read)
         try:
-            line = await asyncio.wait_for(proc.stdout.readline(), START_TIMEOUT_S)
-        except TimeoutError:
+            async with asyncio.timeout(START_TIMEOUT_S):
+                line = await child.readline(1024)
+        except (TimeoutError, _TooLong):
             line = b""
         if line.strip() != b'{"ready":true}':
-            _kill(proc)
-            detail = b""
-            with contextlib.suppress(TimeoutError):
-                detail = await asyncio.wait_for(proc.stderr.read(2000), 1.0)
-            await proc.wait()
-            message = detail.decode(errors="replace").strip() or "no output"
-            raise SandboxUnavailable(f"the sandbox did not start: {message}")
-        return proc
+            await asyncio.sleep(0.05)
+            detail = child.stderr_tail() or "no output"
+            await child.kill()
+            raise SandboxUnavailable(f"the sandbox did not start: {detail}")
+        return child
 
     async def _refill(self) -> None:
         try:
-            proc = await self._start()
+            child = await self._start()
         except SandboxUnavailable:
             return
         finally:
             self._starting -= 1
         if self._closed:
-            _kill(proc)
-            await proc.wait()
+            await child.kill()
         else:
-            self._warm.append(proc)
+            self._warm.append(child)
 
     def _schedule_refill(self) -> None:
         while not self._closed and len(self._warm) + self._starting < self.limits.warm:
@@ -199,15 +296,16 @@ class Sandbox:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _take(self) -> asyncio.subprocess.Process:
+    async def _take(self) -> _Child:
         while self._warm:
-            proc = self._warm.popleft()
-            if proc.returncode is None:
+            child = self._warm.popleft()
+            if child.alive:
                 self._schedule_refill()
-                return proc
-        proc = await self._start()
+                return child
+            await child.kill()
+        child = await self._start()
         self._schedule_refill()
-        return proc
+        return child
 
     async def run(
         self,
@@ -223,45 +321,37 @@ class Sandbox:
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.limits.concurrency)
         async with self._slots:
-            proc = await self._take()
+            child = await self._take()
             try:
-                return await self._drive(proc, call, source, entry, max(0.0, timeout_s), max_calls)
+                return await self._drive(child, call, source, entry, max(0.0, timeout_s), max_calls)
             finally:
-                _kill(proc)
-                await proc.wait()
+                await child.kill()
 
     async def _drive(
-        self,
-        proc: asyncio.subprocess.Process,
-        call: ToolCall,
-        source: str,
-        entry: str,
-        timeout_s: float,
-        max_calls: int,
+        self, child: _Child, call: ToolCall, source: str, entry: str, timeout_s: float, max_calls: int
     ) -> ProgramRun:
-        assert proc.stdin is not None and proc.stdout is not None
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s + self.limits.kill_grace_s
         calls: list[dict[str, Any]] = []
         request = {"source": source, "entry": entry, "timeout_s": timeout_s}
-        proc.stdin.write(json.dumps(request).encode() + b"\n")
+        await child.write(json.dumps(request).encode() + b"\n")
+        held_since = loop.time()
+        spin = 0.0
         while True:
+            if loop.time() - held_since > self.FAST_PATH_BUDGET_S:
+                await asyncio.sleep(0)  # let other requests in
+                held_since = loop.time()
             try:
                 async with asyncio.timeout_at(deadline):
-                    await proc.stdin.drain()
-                    line = await proc.stdout.readline()
+                    line = await child.readline(self.limits.max_message_bytes, spin)
             except TimeoutError:
                 return ProgramRun(False, error=f"ran longer than {timeout_s:g}s (killed)", calls=calls)
-            except (ValueError, asyncio.LimitOverrunError):
+            except _TooLong:
                 limit = self.limits.max_message_bytes
                 return ProgramRun(False, error=f"the program sent a message over {limit} bytes", calls=calls)
-            except (BrokenPipeError, ConnectionResetError):
-                line = b""
             if not line:
-                code = await proc.wait()
-                error = (
-                    f"the program's process ended without a result (exit status {code}; a resource limit?)"
-                )
+                code = await child.proc.wait()
+                error = f"the program's process ended without a result (status {code}; a resource limit?)"
                 return ProgramRun(False, error=error, calls=calls)
             try:
                 message = json.loads(line)
@@ -280,7 +370,8 @@ class Sandbox:
                 calls.append({"tool": name, "arguments": arguments})
                 ok, value = call(name, arguments)
                 answer = {"ok": ok, "value": value}
-            proc.stdin.write(json.dumps(answer, separators=(",", ":"), default=str).encode() + b"\n")
+            await child.write(json.dumps(answer, separators=(",", ":"), default=str).encode() + b"\n")
+            spin = self.FAST_PATH_S
 
     def _result(self, result: Any, size: int, calls: list[dict[str, Any]]) -> ProgramRun:
         if not isinstance(result, dict):
@@ -298,6 +389,4 @@ class Sandbox:
         for task in list(self._tasks):
             task.cancel()
         while self._warm:
-            proc = self._warm.popleft()
-            _kill(proc)
-            await proc.wait()
+            await self._warm.popleft().kill()
