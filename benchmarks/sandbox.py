@@ -17,6 +17,8 @@ import argparse
 import asyncio
 import builtins
 import json
+import os
+import resource
 import statistics
 import sys
 import time
@@ -38,7 +40,15 @@ TRIVIAL = "def solve(tools):\n    return {'ok': 1}"
 
 
 def calls_program(n: int) -> str:
-    return f"def solve(tools):\n    for _ in range({n}):\n        tools.call('get_account', account_id=1)\n    return {n}"
+    loop = f"    for _ in range({n}):\n        tools.call('get_account', account_id=1)\n"
+    return f"def solve(tools):\n{loop}    return {n}"
+
+
+def cpu_ms() -> float:
+    """CPU time of this process and its reaped children (the sandboxes), in ms."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime) * 1000
 
 
 def in_process(env: Environment, state: EpisodeState, source: str) -> Any:
@@ -92,10 +102,15 @@ async def measure(runs: int, calls: int, gap_ms: float) -> list[Row]:
     burst = [await timed_sandbox(TRIVIAL) for _ in range(max(10, runs // 5))]
 
     source = calls_program(calls)
-    base_calls, box_calls = [], []
+    base_calls, box_calls, base_cpu, box_cpu = [], [], [], []
     for _ in range(max(5, runs // 20)):
+        before = cpu_ms()
         base_calls.append(timed_in_process(source))
+        middle = cpu_ms()
         box_calls.append(await timed_sandbox(source))
+        after = cpu_ms()
+        base_cpu.append(middle - before)
+        box_cpu.append(after - middle)
         await asyncio.sleep(gap_ms / 1000)
     await sandbox.aclose()
     store.close_all()
@@ -119,10 +134,15 @@ async def measure(runs: int, calls: int, gap_ms: float) -> list[Row]:
         ),
         Row("tool call, in-process (old)", in_process_per_call, None, baseline_name="-"),
         Row(
-            "tool call overhead, sandboxed",
+            "tool call overhead, sandboxed (wall)",
             statistics.median(per_call),
             percentile(per_call, 99),
             target="<= 0.5 ms",
+        ),
+        Row(
+            "tool call overhead, sandboxed (CPU, server + sandbox)",
+            (statistics.median(box_cpu) - statistics.median(base_cpu)) / calls,
+            None,
         ),
     ]
 
@@ -137,7 +157,7 @@ def main() -> None:
     args = parser.parse_args()
     rows = asyncio.run(measure(args.runs, args.calls, args.gap_ms))
     print_table("Generated programs: bubblewrap sandbox vs the old in-process runner", rows)
-    spaced, burst, call = rows[1], rows[2], rows[4]
+    spaced, burst, call, cpu = rows[1], rows[2], rows[4], rows[5]
     print(
         json.dumps(
             {
@@ -146,6 +166,9 @@ def main() -> None:
                 "program_overhead_back_to_back_p50_ms": round(burst.p50 or 0.0, 3),
                 "sandboxed_call_overhead_p50_ms": round(call.p50 or 0.0, 4),
                 "sandboxed_call_overhead_p99_ms": round(call.p99 or 0.0, 4),
+                "sandboxed_call_cpu_overhead_ms": round(cpu.p50 or 0.0, 4),
+                "load_average_1m": round(os.getloadavg()[0], 2),
+                "cpus": os.cpu_count(),
                 "runs": args.runs,
                 "calls": args.calls,
             }

@@ -23,7 +23,7 @@ import shutil
 import signal
 import sys
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -219,9 +219,12 @@ class _Child:
         except OSError:
             return ""
 
-    async def kill(self) -> None:
+    def signal_kill(self) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
+
+    async def kill(self) -> None:
+        self.signal_kill()
         await self.proc.wait()
         for fd in (self.read_fd, self.write_fd, self.err_fd):
             with contextlib.suppress(OSError):
@@ -289,12 +292,15 @@ class Sandbox:
         else:
             self._warm.append(child)
 
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     def _schedule_refill(self) -> None:
         while not self._closed and len(self._warm) + self._starting < self.limits.warm:
             self._starting += 1
-            task = asyncio.create_task(self._refill())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._background(self._refill())
 
     async def _take(self) -> _Child:
         while self._warm:
@@ -325,7 +331,8 @@ class Sandbox:
             try:
                 return await self._drive(child, call, source, entry, max(0.0, timeout_s), max_calls)
             finally:
-                await child.kill()
+                child.signal_kill()  # at once; reaping it need not delay the answer
+                self._background(child.kill())
 
     async def _drive(
         self, child: _Child, call: ToolCall, source: str, entry: str, timeout_s: float, max_calls: int
@@ -336,7 +343,7 @@ class Sandbox:
         request = {"source": source, "entry": entry, "timeout_s": timeout_s}
         await child.write(json.dumps(request).encode() + b"\n")
         held_since = loop.time()
-        spin = 0.0
+        spin = self.FAST_PATH_S
         while True:
             if loop.time() - held_since > self.FAST_PATH_BUDGET_S:
                 await asyncio.sleep(0)  # let other requests in
@@ -386,7 +393,7 @@ class Sandbox:
     async def aclose(self) -> None:
         """Kill the warm children."""
         self._closed = True
-        for task in list(self._tasks):
-            task.cancel()
+        if self._tasks:  # refills in flight kill what they start once they see ``_closed``
+            await asyncio.wait(list(self._tasks), timeout=START_TIMEOUT_S)
         while self._warm:
             await self._warm.popleft().kill()
