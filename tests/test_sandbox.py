@@ -239,3 +239,19 @@ async def test_without_bubblewrap_programs_are_refused_not_run(monkeypatch: pyte
         )
     assert ran == []
     await sandbox.aclose()
+
+
+async def test_auto_mode_in_a_container_falls_back_to_a_child_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``ARENA_SANDBOX=auto`` (set by the container backend): without bubblewrap the program still runs in a
+    child process of its own (the container is the OS boundary), and the server says so."""
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setenv("ARENA_SANDBOX", "auto")
+    sandbox = Sandbox()
+    pid = "tools.call.__func__.__globals__['os'].getpid()"
+    source = f"def solve(tools):\n    return [tools.call('echo', n=1), {pid}]"
+    run = await sandbox.run(lambda name, args: (True, dict(args)), source)
+    await sandbox.aclose()
+    assert sandbox.kind == "process"
+    assert run.ok and run.value[0] == {"n": 1} and run.value[1] != os.getpid()

@@ -120,7 +120,9 @@ def start_env_container(
         name=name,
         detach=True,
         labels={**labels, ARENA_LABEL: "1", ENV_LABEL: env_ref},
-        environment={"ARENA_CONTROL_TOKEN": control_token},
+        # Programs run under bubblewrap when it can start in the container, else as plain child processes
+        # with the container as their OS boundary (see docs/security.md).
+        environment={"ARENA_CONTROL_TOKEN": control_token, "ARENA_SANDBOX": "auto"},
         volumes=volumes,
         **hardening_options(limits or ContainerLimits()),
     )

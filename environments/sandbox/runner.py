@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import select
 import shutil
@@ -31,6 +32,12 @@ from typing import Any
 CHILD = Path(__file__).with_name("child.py")
 SANDBOX_CHILD = "/sandbox/child.py"
 START_TIMEOUT_S = 10.0
+MODE_ENV = "ARENA_SANDBOX"
+"""``bwrap`` (the default: bubblewrap or an error) or ``auto`` (inside a hardened container: bubblewrap
+when it can start there, else a plain child process with the same rlimits, the container being the OS
+boundary). Anything else is an error."""
+
+logger = logging.getLogger(__name__)
 
 
 class SandboxUnavailable(RuntimeError):
@@ -132,6 +139,11 @@ def bwrap_command(limits: SandboxLimits) -> list[str]:
         SANDBOX_CHILD,
         str(limits.address_space_mb),
     ]
+
+
+def process_command(limits: SandboxLimits) -> list[str]:
+    """``auto`` mode's fallback inside a container: the child alone (its own process, rlimits, pipes)."""
+    return [os.path.realpath(sys.executable), "-I", "-S", "-B", str(CHILD), str(limits.address_space_mb)]
 
 
 class _TooLong(Exception):
@@ -248,16 +260,39 @@ class Sandbox:
         self._tasks: set[asyncio.Task[None]] = set()
         self._slots: asyncio.Semaphore | None = None
         self._closed = False
+        self.mode = os.environ.get(MODE_ENV, "bwrap")
+        self.kind = "bwrap"
+        """What isolates programs: ``bwrap``, or ``process`` (``auto`` mode where bubblewrap cannot start)."""
 
     async def _start(self) -> _Child:
         if self._command is None:
-            self._command = bwrap_command(self.limits)
+            if self.mode not in ("bwrap", "auto"):
+                raise SandboxUnavailable(f"{MODE_ENV}={self.mode!r}: use 'bwrap' (default) or 'auto'")
+            try:
+                self._command = bwrap_command(self.limits)
+                return await self._spawn()
+            except SandboxUnavailable as exc:
+                if self.mode != "auto":
+                    self._command = None
+                    raise
+                logger.warning("bubblewrap unavailable here (%s); programs run as plain child processes", exc)
+                self._command, self.kind = process_command(self.limits), "process"
+        return await self._spawn()
+
+    async def _spawn(self) -> _Child:
+        assert self._command is not None
         to_child, from_parent = os.pipe()
         from_child, to_parent = os.pipe()
         err_read, err_write = os.pipe()
         try:
             proc = await asyncio.create_subprocess_exec(
-                *self._command, stdin=to_child, stdout=to_parent, stderr=err_write, start_new_session=True
+                *self._command,
+                stdin=to_child,
+                stdout=to_parent,
+                stderr=err_write,
+                start_new_session=True,
+                cwd="/tmp" if self.kind == "process" else None,
+                env={} if self.kind == "process" else None,
             )
         except OSError as exc:
             for fd in (to_child, from_parent, from_child, to_parent, err_read, err_write):

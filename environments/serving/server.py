@@ -274,7 +274,14 @@ class EnvServer:
         return guarded
 
     async def _health(self, request: Request) -> Response:
-        return JSONResponse({"ok": True, "env": self.env.name, "sessions": len(self.store.states)})
+        return JSONResponse(
+            {
+                "ok": True,
+                "env": self.env.name,
+                "sessions": len(self.store.states),
+                "sandbox": self.sandbox.kind,
+            }
+        )
 
     async def _info(self, request: Request) -> Response:
         info = self.env.describe()
