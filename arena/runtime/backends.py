@@ -156,7 +156,7 @@ class ContainerBackend:
             raise
         sock = socket_path(self.socket_dir)
         control = control_socket(sock)
-        wait_ready(self.container, control, timeout)
+        wait_ready(self.container, sock, timeout)
         return Endpoint(
             self.env_ref, self.worker_id, UDS_BASE_URL, token, uds=str(sock), control_uds=str(control)
         )
