@@ -144,6 +144,23 @@ async def test_no_shared_mcp_and_foreign_hosts_are_refused(
             assert response.status_code in (400, 403, 421), headers
 
 
+async def test_host_checks_hold_on_a_wildcard_bind(testbed_ref: str) -> None:
+    """Bound to 0.0.0.0, the old server turned the DNS-rebinding check off; now only loopback names and
+    ``--allowed-host`` names pass."""
+    proc = ServerProcess(testbed_ref, host="0.0.0.0").start()
+    ctl = proc.control()
+    try:
+        url = ctl.mcp_url(await ctl.create_session()).replace("0.0.0.0", "127.0.0.1")
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}})
+        async with httpx.AsyncClient(timeout=5) as client:
+            assert (await client.post(url, content=body, headers=MCP_HEADERS)).status_code == 200
+            foreign = {**MCP_HEADERS, "host": "attacker.example"}
+            assert (await client.post(url, content=body, headers=foreign)).status_code in (400, 403, 421)
+    finally:
+        await ctl.aclose()
+        proc.stop()
+
+
 async def test_a_session_database_stops_at_its_cap_with_a_tool_error(ctl: ControlClient) -> None:
     sid = await ctl.create_session()
     source = """

@@ -121,7 +121,8 @@ def _uvicorn(app: Any, sock: socket.socket, limits: HttpLimits, lifespan: str) -
         access_log=False,
         lifespan=lifespan,
         timeout_keep_alive=limits.keep_alive_s,
-        limit_concurrency=limits.max_connections,
+        # uvicorn answers 503 once connections reach this; the protocol already caps them at max_connections.
+        limit_concurrency=limits.max_connections + 1,
         backlog=limits.backlog,
         # Nothing proxies these servers and nothing reads the client address or these headers.
         proxy_headers=False,
