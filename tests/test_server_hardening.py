@@ -200,13 +200,14 @@ def test_a_server_restarts_on_its_port_at_once(testbed_ref: str) -> None:
     port = probe.getsockname()[1]
     probe.close()
     first = ServerProcess(testbed_ref, port=port).start()
+    # A client still connected when the server stops: the server closes first, so TIME_WAIT is on its port.
+    client = socket.create_connection(("127.0.0.1", port))
     try:
-        # The server holds an accepted connection when it stops: that leaves TIME_WAIT on its port.
-        with httpx.Client() as client:
-            client.get(f"{first.control_url}/control/health")
-            client.post(f"{first.base_url}/s/nope/mcp", content=b"{}", headers=MCP_HEADERS)
-    finally:
+        client.sendall(b"GET /s/nope/mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert client.recv(1000).startswith(b"HTTP/1.1 404")
         first.stop()
+    finally:
+        client.close()
     second = ServerProcess(testbed_ref, port=port).start(timeout=20)
     second.stop()
 
