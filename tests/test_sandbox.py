@@ -149,6 +149,14 @@ return 1
 async def test_the_call_budget_is_counted_by_the_server(control: ControlClient) -> None:
     source = """
 def solve(tools):
+    try:
+        tools._max_calls = 10**6  # the old runner's budget lived in the program's own object
+    except:
+        pass
+    try:
+        tools.calls = []
+    except:
+        pass
     done = 0
     for _ in range(600):
         try:
