@@ -8,11 +8,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from environments.sdk.environment import Environment
 from environments.sdk.errors import ErrorCode, ToolError
 from environments.sdk.state import EpisodeState
 
 logger = logging.getLogger(__name__)
+MAX_DETAIL_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -67,9 +70,17 @@ def execute_tool(
             )
             return ToolOutcome(False, {"code": str(ErrorCode.LIMIT_EXCEEDED), "message": message})
         logger.exception("tool %s of %s raised", name, env.name)
-        # The exception's text stays in the server log: it can carry SQL and its parameters.
-        message = f"tool {name!r} failed internally ({type(exc).__name__}); no changes were applied"
+        message = f"tool {name!r} failed internally ({_describe(exc)}); no changes were applied"
         return ToolOutcome(False, {"code": str(ErrorCode.INTERNAL), "message": message})
+
+
+def _describe(exc: Exception) -> str:
+    """The exception for the agent: its type, and its first line unless it comes from the database layer
+    (SQLAlchemy and sqlite3 errors carry SQL text and parameters: those stay in the server log)."""
+    if isinstance(exc, (SQLAlchemyError, sqlite3.Error)) or type(exc).__module__.startswith("sqlalchemy"):
+        return type(exc).__name__
+    first = str(exc).strip().splitlines()[0][:MAX_DETAIL_CHARS] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 def _database_full(exc: BaseException) -> bool:
