@@ -24,6 +24,7 @@ from environments.serving.process import ServerProcess
 
 LIMITS = {
     "ARENA_HTTP_HEADER_TIMEOUT_S": "1",
+    "ARENA_HTTP_BODY_TIMEOUT_S": "1",
     "ARENA_HTTP_MAX_CONNECTIONS": "200",
     "ARENA_MAX_SESSION_DB_MB": "0.01",
 }
@@ -105,6 +106,18 @@ async def test_a_slow_header_is_cut_off(hardened: ServerProcess) -> None:
         start = time.perf_counter()
         assert sock.recv(100) == b""
         assert time.perf_counter() - start < 3
+
+
+async def test_a_slow_body_is_cut_off(hardened: ServerProcess, ctl: ControlClient) -> None:
+    sid = await ctl.create_session()
+    with socket.create_connection(("127.0.0.1", port_of(hardened.base_url))) as sock:
+        head = f"POST /s/{sid}/mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n".encode()
+        accept = b"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\r\n"
+        sock.sendall(head + accept + b"{")  # and never the other 99 bytes
+        sock.settimeout(5)
+        start = time.perf_counter()
+        assert sock.recv(100) == b""
+        assert 0.5 < time.perf_counter() - start < 3
 
 
 def post_raw(port: int, path: str, head: bytes, body_parts: Iterator[bytes]) -> bytes:
