@@ -203,10 +203,42 @@ def _run(request: dict) -> dict:
     return {"ok": True, "value": value}
 
 
+def _run_function(request: dict) -> dict:
+    """Third-party tool code (``functions.py``): the module's source with full builtins (the sandbox is
+    the boundary), then ``function(**arguments)``; ``env`` entries are set first (e.g. its data dir)."""
+    timeout = max(0.01, float(request.get("timeout_s", 5.0)))
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = int(used.ru_utime + used.ru_stime + timeout) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    os.environ.update({str(k): str(v) for k, v in dict(request.get("env") or {}).items()})
+    name = str(request["function"])
+    namespace = {"__name__": str(request.get("module", "tool")), "__builtins__": builtins}
+    try:
+        sys.stdout = sys.stderr  # its prints must not reach the protocol pipe
+        exec(compile(str(request["source"]), f"<{name}>", "exec"), namespace)
+        function = namespace.get(name)
+        if not callable(function):
+            return {"ok": False, "error": f"the implementation defines no function {name!r}"}
+        value = function(**dict(request.get("arguments") or {}))
+    except SystemExit as exc:
+        return {"ok": False, "error": f"{name!r} called exit({exc.code!r})"}
+    except BaseException as exc:
+        return {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
+    finally:
+        sys.stdout = sys.__stdout__
+    try:
+        _depth(value)
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return {"ok": False, "error": f"the result is not JSON: {exc}"}
+    return {"ok": True, "value": value}
+
+
 def main() -> None:
     _confine(int(sys.argv[1]) if len(sys.argv) > 1 else 512)
     _send({"ready": True})
-    result = _run(_receive())
+    request = _receive()
+    result = _run_function(request) if "function" in request else _run(request)
     try:
         _send({"result": result})
     except (TypeError, ValueError, RecursionError) as exc:

@@ -87,14 +87,22 @@ def _root_dirs() -> list[str]:
         elif path.is_dir():
             args += ["--ro-bind", name, name]
     python_dirs = {os.path.realpath(sys.base_prefix), os.path.dirname(os.path.realpath(sys.executable))}
-    for directory in sorted(python_dirs):
-        if not directory.startswith("/usr/") and directory != "/usr":
+    made: set[str] = set()
+    outside_usr = sorted(d for d in python_dirs if not d.startswith("/usr/") and d != "/usr")
+    for directory in outside_usr:
+        if not any(Path(directory).is_relative_to(other) for other in outside_usr if other != directory):
+            # Parents bwrap creates are 0700: the child, once nobody, could not reach the install.
+            for parent in reversed(Path(directory).parents[:-1]):
+                if str(parent) not in made:
+                    made.add(str(parent))
+                    args += ["--perms", "0755", "--dir", str(parent)]
             args += ["--ro-bind", directory, directory]
     return args
 
 
-def bwrap_command(limits: SandboxLimits) -> list[str]:
-    """The command line that starts one sandboxed child."""
+def bwrap_command(limits: SandboxLimits, writable: Mapping[str, str] | None = None) -> list[str]:
+    """The command line that starts one sandboxed child; ``writable`` maps host directories to the
+    places they are bound read-write inside (nothing else is writable but the tmpfs)."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SandboxUnavailable(
@@ -123,6 +131,7 @@ def bwrap_command(limits: SandboxLimits) -> list[str]:
         str(limits.scratch_mb * 1024 * 1024),
         "--tmpfs",
         "/tmp",
+        *[arg for host, inside in (writable or {}).items() for arg in ("--bind", host, inside)],
         "--ro-bind",
         str(CHILD),
         SANDBOX_CHILD,
