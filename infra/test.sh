@@ -9,6 +9,9 @@ if [[ ${EUID} -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
     if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then  # the store's Postgres tests
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
     fi
+    if ! command -v bwrap >/dev/null 2>&1; then  # the sandbox of generated programs
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+    fi
     eval "$(bash infra/podman/setup.sh)"
 elif [[ -n "${CI:-}" ]]; then
     echo "[test] CI needs root with apt-get to install Podman" >&2

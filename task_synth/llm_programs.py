@@ -1,8 +1,8 @@
 """LLM-written programmatic tasks, debugged by execution.
 
-With an OpenAI-compatible endpoint configured, the model writes a request and a solution program
-(``def solve(tools)``) from the environment profile. The program runs inside the environment server (the
-sandboxed runtime; see ``environments/serving/programs.py``), never in the arena's process. A failure (an
+With an OpenAI-compatible endpoint configured, the model writes a request and a solution program (``def
+solve(tools)``) from the environment profile. The program runs in the environment server's bubblewrap
+sandbox (``environments/sandbox/``, ``docs/security.md``), never in the arena's process. A failure (an
 exception with its traceback, a result that is not a JSON object of snake_case keys, too few tool calls
 for the level, a request that names a tool, omits a key or quotes the answer) goes back to the model,
 which fixes it, for a few rounds. What survives is a draft like any other: the synthesizer replays it in a

@@ -36,6 +36,7 @@ from arena.runtime.containers import (
 )
 from arena.runtime.engine import ARENA_LABEL, OWNER_LABEL, engine_client
 from arena.runtime.image import ImageBuildResult, build_image
+from environments.serving.options import control_socket
 
 pytestmark = pytest.mark.container
 
@@ -149,12 +150,13 @@ def test_image_build_is_cached_on_second_call(engine: docker.DockerClient, image
 async def test_serves_environment_over_unix_socket(served: tuple[Container, Path]) -> None:
     _container, sock = served
     control = httpx.Client(
-        transport=httpx.HTTPTransport(uds=str(sock)),
+        transport=httpx.HTTPTransport(uds=str(control_socket(sock))),
         base_url=SOCKET_BASE_URL,
         headers={"authorization": f"Bearer {TOKEN}"},
     )
     with control:
-        assert control.get("/control/health").json()["env"] == ENV_NAME
+        health = control.get("/control/health").json()
+        assert health["env"] == ENV_NAME and health["sandbox"] in ("bwrap", "process")
         session = control.post("/control/sessions", json={}).json()
     http_client = httpx2.AsyncClient(transport=httpx2.AsyncHTTPTransport(uds=str(sock)))
     async with (

@@ -102,7 +102,8 @@ def test_description_is_everything_before_the_first_section() -> None:
 
 async def test_http_serve_says_where_an_mcp_client_connects(tmp_path: Path) -> None:
     (tmp_path / "shelf.py").write_text(SHELF)
-    cmd = [sys.executable, "-m", "arena.cli.main", "env", "serve", str(tmp_path / "shelf.py"), "--port", "0"]
+    shelf = str(tmp_path / "shelf.py")
+    cmd = [sys.executable, "-m", "arena.cli.main", "env", "serve", shelf, "--port", "0", "--shared-mcp"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     try:
         assert proc.stdout is not None and proc.stderr is not None

@@ -99,15 +99,16 @@ async def test_control_plane_is_not_reachable_by_agents(
     control: ControlClient, server: ServerProcess
 ) -> None:
     sid = await control.create_session()
-    async with httpx.AsyncClient(base_url=server.base_url) as anonymous:
-        for method, path in (
-            ("POST", f"/control/sessions/{sid}/reset"),
-            ("GET", f"/control/sessions/{sid}/diff"),
-            ("POST", "/control/sessions"),
-            ("GET", "/control/info"),
-        ):
-            response = await anonymous.request(method, path)
-            assert response.status_code == 401, path
+    for base_url, status in ((server.control_url, 401), (server.base_url, 404)):  # data plane: no such route
+        async with httpx.AsyncClient(base_url=base_url) as anonymous:
+            for method, path in (
+                ("POST", f"/control/sessions/{sid}/reset"),
+                ("GET", f"/control/sessions/{sid}/diff"),
+                ("POST", "/control/sessions"),
+                ("GET", "/control/info"),
+            ):
+                response = await anonymous.request(method, path)
+                assert response.status_code == status, (base_url, path)
     await control.close_session(sid)
     with pytest.raises(ControlError) as err:
         await control.reset(sid)

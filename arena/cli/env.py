@@ -12,6 +12,7 @@ from rich.table import Table
 
 from environments.registry import UnknownEnvironment, all_names, load_environment
 from environments.sdk.environment import Environment, EnvironmentSpecError
+from environments.serving.options import add_serve_options
 
 console = Console()
 err_console = Console(stderr=True)
@@ -131,7 +132,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from environments.serving.run import Listener, ServeError, run
 
     try:
-        run(args.env, args.transport, Listener(args.host, args.port, args.uds))
+        run(
+            args.env,
+            args.transport,
+            Listener(args.host, args.port, args.uds, args.control_port),
+            shared_mcp=args.shared_mcp,
+            allowed_hosts=tuple(args.allowed_host),
+        )
     except ServeError as exc:
         return _fail(str(exc))
     return 0
@@ -175,6 +182,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--uds", type=Path, default=None, help="listen on a Unix socket instead of TCP")
+    add_serve_options(p)
     p.set_defaults(func=cmd_serve)
 
     p = commands.add_parser("import", help="import environments from another format")

@@ -28,6 +28,7 @@ from arena.runtime.containers import (
 )
 from arena.runtime.endpoint import UDS_BASE_URL, Endpoint
 from arena.runtime.engine import engine_client
+from environments.serving.options import control_socket
 from environments.serving.process import ServerProcess
 
 PR_SET_PDEATHSIG = 1
@@ -85,7 +86,14 @@ class ProcessBackend:
     def start(self, timeout: float) -> Endpoint:
         limits = self.limits
         self.server = ServerProcess(self.env_ref, preexec=lambda: _limit_child(limits)).start(timeout)
-        return Endpoint(self.env_ref, self.worker_id, self.server.base_url, self.server.control_token)
+        server = self.server
+        return Endpoint(
+            self.env_ref,
+            self.worker_id,
+            server.base_url,
+            server.control_token,
+            control_url=server.control_url,
+        )
 
     def alive(self) -> bool:
         return self.server is not None and self.server.alive()
@@ -147,8 +155,11 @@ class ContainerBackend:
                 client.containers.get(name).remove(force=True)
             raise
         sock = socket_path(self.socket_dir)
+        control = control_socket(sock)
         wait_ready(self.container, sock, timeout)
-        return Endpoint(self.env_ref, self.worker_id, UDS_BASE_URL, token, uds=str(sock))
+        return Endpoint(
+            self.env_ref, self.worker_id, UDS_BASE_URL, token, uds=str(sock), control_uds=str(control)
+        )
 
     def alive(self) -> bool:
         return self.container is not None and container_alive(self.container)

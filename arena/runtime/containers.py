@@ -22,6 +22,7 @@ from docker.errors import NotFound
 from docker.models.containers import Container
 
 from arena.runtime.engine import ARENA_LABEL, ENV_LABEL, OWNER_LABEL
+from environments.serving.options import control_socket
 
 CONTAINER_UID = 10001
 """The ``arena`` user of the image; the server never runs as root."""
@@ -120,7 +121,9 @@ def start_env_container(
         name=name,
         detach=True,
         labels={**labels, ARENA_LABEL: "1", ENV_LABEL: env_ref},
-        environment={"ARENA_CONTROL_TOKEN": control_token},
+        # Programs run under bubblewrap when it can start in the container, else as plain child processes
+        # with the container as their OS boundary (see docs/security.md).
+        environment={"ARENA_CONTROL_TOKEN": control_token, "ARENA_SANDBOX": "auto"},
         volumes=volumes,
         **hardening_options(limits or ContainerLimits()),
     )
@@ -144,13 +147,15 @@ def logs_tail(container: Container, lines: int = LOG_TAIL_LINES) -> str:
 
 
 def wait_ready(container: Container, socket_path: Path, timeout: float = 30.0) -> dict[str, Any]:
-    """Poll ``GET /control/health`` over the Unix socket until it answers; return its JSON body.
+    """Poll ``GET /control/health`` over the control socket beside the data socket ``socket_path`` until
+    it answers; return its JSON body.
 
     Raises ``ContainerStartError`` (with the container's log tail) if the container exits first
     or no healthy answer comes within ``timeout`` seconds.
     """
     deadline = time.monotonic() + timeout
     next_state_check = 0.0
+    socket_path = control_socket(socket_path)
     transport = httpx.HTTPTransport(uds=str(socket_path))
     with httpx.Client(transport=transport, timeout=2.0) as http:
         while True:

@@ -27,10 +27,19 @@ class Endpoint:
     base_url: str
     control_token: str
     uds: str | None = None
+    control_url: str | None = None
+    """The control plane's own listener (TCP); ``control_uds`` over a Unix socket."""
+    control_uds: str | None = None
+
+    @property
+    def control_base(self) -> str:
+        return self.control_url or self.base_url
 
     def control(self, timeout: float = 30.0) -> ControlClient:
-        uds = Path(self.uds) if self.uds else None
-        return ControlClient(self.base_url, self.control_token, uds=uds, timeout=timeout)
+        uds = self.control_uds or self.uds
+        return ControlClient(
+            self.control_base, self.control_token, uds=Path(uds) if uds else None, timeout=timeout
+        )
 
     def mcp_url(self, session_id: str) -> str:
         return f"{self.base_url}/s/{session_id}/mcp"

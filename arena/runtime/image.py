@@ -250,7 +250,7 @@ def ensure_base_image(client: docker.DockerClient, say: Progress) -> None:
             [
                 "debootstrap",
                 "--variant=minbase",
-                "--include=python3,python3-venv",
+                "--include=python3,python3-venv,bubblewrap",
                 "bookworm",
                 str(rootfs),
                 DEBIAN_MIRROR,

@@ -58,13 +58,16 @@ class EnvWorker:
         return self._endpoint
 
     async def healthy(self, timeout: float = 2.0) -> bool:
-        """The server process/container is running and answers ``/control/health``."""
+        """The server process/container is running and answers ``/control/health`` (on the control
+        plane's own listener: a busy data plane or a long program does not make it look dead)."""
         if self._endpoint is None or not self.backend.alive():
             return False
-        transport = httpx.AsyncHTTPTransport(uds=self._endpoint.uds) if self._endpoint.uds else None
+        endpoint = self._endpoint
+        uds = endpoint.control_uds or endpoint.uds
+        transport = httpx.AsyncHTTPTransport(uds=uds) if uds else None
         try:
             async with httpx.AsyncClient(transport=transport, timeout=timeout) as http:
-                return (await http.get(f"{self._endpoint.base_url}/control/health")).status_code == 200
+                return (await http.get(f"{endpoint.control_base}/control/health")).status_code == 200
         except httpx.HTTPError:
             return False
 

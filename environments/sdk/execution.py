@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
 
 from environments.sdk.environment import Environment
 from environments.sdk.errors import ErrorCode, ToolError
 from environments.sdk.state import EpisodeState
 
 logger = logging.getLogger(__name__)
+MAX_DETAIL_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,29 @@ def execute_tool(
         message = f"tool {name!r} is declared read-only but tried to write; its writes were rolled back"
         return ToolOutcome(False, {"code": str(ErrorCode.INTERNAL), "message": message})
     except Exception as exc:
+        if _database_full(exc):
+            message = (
+                f"tool {name!r} would grow the session's database past its size cap; nothing was applied"
+            )
+            return ToolOutcome(False, {"code": str(ErrorCode.LIMIT_EXCEEDED), "message": message})
         logger.exception("tool %s of %s raised", name, env.name)
-        message = f"tool {name!r} failed internally ({type(exc).__name__}: {exc}); no changes were applied"
+        message = f"tool {name!r} failed internally ({_describe(exc)}); no changes were applied"
         return ToolOutcome(False, {"code": str(ErrorCode.INTERNAL), "message": message})
+
+
+def _describe(exc: Exception) -> str:
+    """The exception for the agent: its type, and its first line unless it comes from the database layer
+    (SQLAlchemy and sqlite3 errors carry SQL text and parameters: those stay in the server log)."""
+    if isinstance(exc, (SQLAlchemyError, sqlite3.Error)) or type(exc).__module__.startswith("sqlalchemy"):
+        return type(exc).__name__
+    first = str(exc).strip().splitlines()[0][:MAX_DETAIL_CHARS] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def _database_full(exc: BaseException) -> bool:
+    """SQLITE_FULL (the session's ``max_page_count``), raw or wrapped by SQLAlchemy."""
+    cause = getattr(exc, "orig", None) or exc
+    return (
+        isinstance(cause, sqlite3.OperationalError)
+        and getattr(cause, "sqlite_errorcode", 0) == sqlite3.SQLITE_FULL
+    )

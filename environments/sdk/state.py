@@ -26,6 +26,9 @@ from environments.sdk import digest
 from environments.sdk.environment import Environment
 
 DEFAULT_FILE_COPY_THRESHOLD = 64 * 1024 * 1024
+DEFAULT_MAX_SESSION_DB_MB = 256
+MAX_SESSION_DB_ENV = "ARENA_MAX_SESSION_DB_MB"
+"""Overrides the per-session database size cap (megabytes; the seed's own size plus this at least)."""
 SEED_REF = "seed"
 CURRENT_REF = "current"
 
@@ -163,6 +166,8 @@ class EpisodeState:
         self._writes = _WriteTracker()
         self.conn.set_authorizer(self._writes)
         _enable_foreign_keys(self.conn)
+        # A write past the cap fails with SQLITE_FULL (a LIMIT_EXCEEDED tool error), never the process.
+        self.conn.execute(f"PRAGMA max_page_count = {store.max_pages}")
         self._seed_mark: tuple[int, int] | None = self._change_mark()
         self._references: tuple[int, dict[str, set[str]]] | None = None
         self._connection: Connection | None = None
@@ -298,6 +303,10 @@ class StateStore:
         self.seed_hash = digest.state_hash(self.master, self.seed_table_hashes)
         self.episode_engine = _EpisodeEngine()
         self.states: dict[str, EpisodeState] = {}
+        cap_mb = float(os.environ.get(MAX_SESSION_DB_ENV) or DEFAULT_MAX_SESSION_DB_MB)
+        page_size = self.master.execute("PRAGMA page_size").fetchone()[0]
+        seed_pages = self.master.execute("PRAGMA page_count").fetchone()[0]
+        self.max_pages = seed_pages + max(1, int(cap_mb * 1024 * 1024) // page_size)
 
     def create(self, state_id: str | None = None) -> EpisodeState:
         """A new isolated state holding a copy of the seed."""

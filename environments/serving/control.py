@@ -20,12 +20,23 @@ class ControlError(RuntimeError):
 class ControlClient:
     """Async client for ``/control/...`` of one environment server (TCP URL or Unix socket).
 
+    ``base_url`` is the control plane's listener; ``data_url`` the data plane's (for ``mcp_url``).
+
     Built on aiohttp (about a fifth of httpx's CPU per request: synthesis makes thousands of these
     calls). The connection pool is opened on first use, in the event loop that uses it.
     """
 
-    def __init__(self, base_url: str, token: str, *, uds: Path | None = None, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        uds: Path | None = None,
+        timeout: float = 30.0,
+        data_url: str | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.data_url = (data_url or base_url).rstrip("/")
         self._headers = {"authorization": f"Bearer {token}"}
         self._uds = str(uds) if uds is not None else None
         self._timeout = aiohttp.ClientTimeout(total=timeout)
@@ -130,7 +141,7 @@ class ControlClient:
 
     def mcp_url(self, session_id: str) -> str:
         """The agent-facing MCP endpoint of a session."""
-        return f"{self.base_url}/s/{session_id}/mcp"
+        return f"{self.data_url}/s/{session_id}/mcp"
 
     async def aclose(self) -> None:
         if self._http is not None:

@@ -109,11 +109,16 @@ class ServerProcess:
         return f"http://{self.ready['host']}:{self.ready['port']}"
 
     @property
+    def control_url(self) -> str:
+        """The control plane's listener (its own port: a data-plane flood cannot starve it)."""
+        return f"http://{self.ready['host']}:{self.ready['control_port']}"
+
+    @property
     def control_token(self) -> str:
         return str(self.ready["control_token"])
 
     def control(self) -> ControlClient:
-        return ControlClient(self.base_url, self.control_token)
+        return ControlClient(self.control_url, self.control_token, data_url=self.base_url)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -2,54 +2,93 @@
 
 Data plane (what the agent sees): ``/s/{session_id}/mcp`` is a streamable-HTTP MCP endpoint bound
 to one episode state; the session id is an unguessable token handed out by the control plane.
-``/mcp`` serves a shared default state, for a single human-driven client. Over stdio the one
-client gets the default state.
+``/mcp`` (a shared default state, for a single human-driven client) exists only with
+``shared_mcp=True`` (``arena env serve --shared-mcp``), never on pool workers: it would be a channel
+between episodes. Over stdio the one client gets the default state.
 
 Control plane (what only the arena sees): ``/control/...`` JSON routes behind a bearer token
-(create/close sessions, reset, snapshot, restore, hash, diff, schema and data sample). None of
-these are MCP tools, so they never appear in ``tools/list`` and cannot be called by an agent.
+(create/close sessions, reset, snapshot, restore, hash, diff, schema and data sample, programs),
+served on a listener of its own (``control_app``) so a flood of the data plane cannot starve it. None
+of these are MCP tools, so they never appear in ``tools/list`` and cannot be called by an agent.
+Generated programs run in the OS sandbox of ``environments.sandbox`` (see ``docs/security.md``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import re
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.message import SessionMessage
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from environments.sandbox import Sandbox, SandboxUnavailable
 from environments.sdk.environment import Environment
 from environments.sdk.execution import ToolOutcome, execute_tool
 from environments.sdk.state import EpisodeState, StateError, StateStore
-from environments.serving.programs import run_program
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_STATE_ID = "default"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 MAX_PROGRAM_SECONDS = 30.0
+MAX_PROGRAM_CALLS = 5000
+MAX_TOOL_RESULT_BYTES = 4_000_000
+"""A tool result larger than this (as JSON) becomes a LIMIT_EXCEEDED error result."""
+MAX_ERROR_CHARS = 4000
+SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def check_session_id(session_id: str) -> str:
+    """A session id chosen by the control client: a short name (it may become a file name)."""
+    if not isinstance(session_id, str) or not SESSION_ID.fullmatch(session_id):
+        raise ValueError("session_id must be 1-64 letters, digits, '-' or '_'")
+    return session_id
+
+
+def _too_large(size: int) -> types.CallToolResult:
+    message = f"the result is {size} bytes of JSON, over the server's limit of {MAX_TOOL_RESULT_BYTES}"
+    error = {"code": "LIMIT_EXCEEDED", "message": message}
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=f"LIMIT_EXCEEDED: {message}")],
+        structured_content={"error": error},
+        is_error=True,
+    )
 
 
 def outcome_to_result(outcome: ToolOutcome) -> types.CallToolResult:
-    """Map a tool outcome to an MCP result: JSON text plus structured content; errors carry ``isError``."""
+    """Map a tool outcome to an MCP result: JSON text plus structured content; errors carry ``isError``.
+
+    Results over ``MAX_TOOL_RESULT_BYTES`` become a LIMIT_EXCEEDED error; error messages are cut short."""
     if outcome.ok:
         structured = outcome.value if isinstance(outcome.value, dict) else {"result": outcome.value}
-        text = json.dumps(outcome.value, separators=(",", ":"), default=str)
+        try:
+            text = json.dumps(outcome.value, separators=(",", ":"), default=str)
+        except RecursionError:
+            return _too_large(-1)
+        if len(text) > MAX_TOOL_RESULT_BYTES:
+            return _too_large(len(text))
         return types.CallToolResult(
             content=[types.TextContent(type="text", text=text)], structured_content=structured
         )
-    error = outcome.value
+    error = dict(outcome.value)
+    error["message"] = str(error.get("message", ""))[:MAX_ERROR_CHARS]
+    if len(json.dumps(error.get("details"), default=str)) > MAX_ERROR_CHARS:
+        error.pop("details", None)
     text = f"{error['code']}: {error['message']}"
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)],
@@ -62,11 +101,21 @@ class EnvServer:
     """An environment's states plus its MCP server and control API."""
 
     def __init__(
-        self, env: Environment, *, store: StateStore | None = None, control_token: str | None = None
+        self,
+        env: Environment,
+        *,
+        store: StateStore | None = None,
+        control_token: str | None = None,
+        shared_mcp: bool = False,
+        allowed_hosts: tuple[str, ...] = (),
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.env = env
         self.store = store or StateStore(env)
         self.control_token = control_token or secrets.token_urlsafe(24)
+        self.shared_mcp = shared_mcp
+        self.allowed_hosts = allowed_hosts
+        self.sandbox = sandbox or Sandbox()
         self.mcp_tools = [
             types.Tool(
                 name=spec.name,
@@ -120,15 +169,44 @@ class EnvServer:
     async def run_stdio(self) -> None:
         """Serve one client over stdin/stdout, on the default state."""
         async with stdio_server() as (read_stream, write_stream):
-            await self.mcp.run(read_stream, write_stream, self.mcp.create_initialization_options())
+            forward, messages = anyio.create_memory_object_stream[Any](16)
+
+            async def answer_unparsable() -> None:
+                # The SDK drops a line it cannot parse; JSON-RPC wants a -32700 answer (id null).
+                async with forward:
+                    async for item in read_stream:
+                        if isinstance(item, Exception):
+                            error = types.ErrorData(code=types.PARSE_ERROR, message="Parse error")
+                            reply = types.JSONRPCError(jsonrpc="2.0", id=None, error=error)
+                            await write_stream.send(SessionMessage(reply))
+                        else:
+                            await forward.send(item)
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(answer_unparsable)
+                await self.mcp.run(messages, write_stream, self.mcp.create_initialization_options())
+                group.cancel_scope.cancel()
+
+    def transport_security(self, host: str) -> TransportSecuritySettings:
+        """Host/Origin checks (DNS rebinding) for any bind address: the loopback names, the bind host and
+        ``allowed_hosts`` (names a cluster network or port map reaches the server under)."""
+        names = {"127.0.0.1", "localhost", "[::1]", *self.allowed_hosts}
+        if host not in ("0.0.0.0", "::", "unix-socket"):
+            names.add(f"[{host}]" if ":" in host else host)
+        hosts = sorted({*names, *(f"{name}:*" for name in names)})
+        origins = sorted({f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")})
+        return TransportSecuritySettings(
+            enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+        )
 
     def http_app(self, host: str = "127.0.0.1") -> Starlette:
-        """The ASGI app: MCP data plane plus bearer-protected control plane."""
-        security = None
-        if host not in LOOPBACK_HOSTS:
-            # Reached through a cluster network or a container port map under another Host name;
-            # the unguessable session token in the URL is the access control there.
-            security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        """Data plane and control plane in one ASGI app (tests, single-listener use)."""
+        data = self.data_app(host)
+        return Starlette(routes=[*data.routes, *self.control_routes()], lifespan=data.router.lifespan_context)
+
+    def data_app(self, host: str = "127.0.0.1") -> Starlette:
+        """The agent-facing MCP app: ``/s/{sid}/mcp`` (and ``/mcp`` with ``shared_mcp``)."""
+        security = self.transport_security(host)
         self.mcp.streamable_http_app(
             stateless_http=True,
             json_response=True,
@@ -138,9 +216,26 @@ class EnvServer:
         )
         manager = self.mcp.session_manager
         mcp_asgi = StreamableHTTPASGIApp(manager)
-        routes = [
-            Route("/s/{sid}/mcp", endpoint=self._session_gate(mcp_asgi)),
-            Route("/mcp", endpoint=mcp_asgi),
+        routes = [Route("/s/{sid}/mcp", endpoint=self._session_gate(mcp_asgi))]
+        if self.shared_mcp:
+            routes.append(Route("/mcp", endpoint=mcp_asgi))
+
+        @contextlib.asynccontextmanager
+        async def lifespan(app: Starlette) -> AsyncIterator[None]:
+            async with manager.run():
+                try:
+                    yield
+                finally:
+                    await self.sandbox.aclose()
+
+        return Starlette(routes=routes, lifespan=lifespan)
+
+    def control_app(self) -> Starlette:
+        """The arena-facing control app (bearer token), for a listener of its own."""
+        return Starlette(routes=self.control_routes())
+
+    def control_routes(self) -> list[Route]:
+        return [
             Route("/control/health", self._health, methods=["GET"]),
             Route("/control/info", self._guard(self._info), methods=["GET"]),
             Route("/control/sample", self._guard(self._sample), methods=["GET"]),
@@ -154,7 +249,6 @@ class EnvServer:
             Route("/control/sessions/{sid}/call", self._guard(self._call), methods=["POST"]),
             Route("/control/sessions/{sid}/program", self._guard(self._program), methods=["POST"]),
         ]
-        return Starlette(routes=routes, lifespan=lambda app: manager.run())
 
     def _session_gate(self, app: StreamableHTTPASGIApp) -> _SessionGate:
         return _SessionGate(app, self.store)
@@ -171,14 +265,23 @@ class EnvServer:
             try:
                 return await handler(request)
             except StateError as exc:
-                return JSONResponse({"error": str(exc)}, status_code=404)
-            except (ValueError, KeyError, json.JSONDecodeError) as exc:
-                return JSONResponse({"error": f"bad request: {exc}"}, status_code=400)
+                return JSONResponse({"error": str(exc)[:MAX_ERROR_CHARS]}, status_code=404)
+            except SandboxUnavailable as exc:
+                return JSONResponse({"error": str(exc)[:MAX_ERROR_CHARS]}, status_code=503)
+            except (ValueError, KeyError, TypeError, RecursionError) as exc:
+                return JSONResponse({"error": f"bad request: {str(exc)[:MAX_ERROR_CHARS]}"}, status_code=400)
 
         return guarded
 
     async def _health(self, request: Request) -> Response:
-        return JSONResponse({"ok": True, "env": self.env.name, "sessions": len(self.store.states)})
+        return JSONResponse(
+            {
+                "ok": True,
+                "env": self.env.name,
+                "sessions": len(self.store.states),
+                "sandbox": self.sandbox.kind,
+            }
+        )
 
     async def _info(self, request: Request) -> Response:
         info = self.env.describe()
@@ -196,7 +299,8 @@ class EnvServer:
 
     async def _create(self, request: Request) -> Response:
         body = await _json_body(request)
-        state = self.store.create(body.get("session_id"))
+        requested = body.get("session_id")
+        state = self.store.create(None if requested is None else check_session_id(requested))
         return JSONResponse({"session_id": state.state_id, "mcp_path": f"/s/{state.state_id}/mcp"})
 
     async def _close(self, request: Request) -> Response:
@@ -236,20 +340,30 @@ class EnvServer:
         source = body["source"]
         if not isinstance(source, str):
             raise ValueError('"source" must be a string of Python code')
-        state = self.store.get(request.path_params["sid"])
-        run = run_program(
-            self.env,
-            state,
-            source,
-            entry=str(body.get("entry", "solve")),
-            timeout_s=min(float(body.get("timeout_s", 5.0)), MAX_PROGRAM_SECONDS),
-            max_calls=int(body.get("max_calls", 500)),
+        sid = request.path_params["sid"]
+        self.store.get(sid)
+        timeout_s = float(body.get("timeout_s", 5.0))
+        if not 0 < timeout_s <= MAX_PROGRAM_SECONDS:  # NaN fails too
+            raise ValueError(f'"timeout_s" must be in (0, {MAX_PROGRAM_SECONDS:g}]')
+        max_calls = int(body.get("max_calls", 500))
+        if not 0 <= max_calls <= MAX_PROGRAM_CALLS:
+            raise ValueError(f'"max_calls" must be in [0, {MAX_PROGRAM_CALLS}]')
+
+        def call(name: str, arguments: Any) -> tuple[bool, Any]:
+            # Looked up on every call: a session closed meanwhile aborts the run (404), and the
+            # program can reach this session and no other.
+            outcome = execute_tool(self.env, self.store.get(sid), name, arguments)
+            return outcome.ok, outcome.value
+
+        run = await self.sandbox.run(
+            call, source, entry=str(body.get("entry", "solve")), timeout_s=timeout_s, max_calls=max_calls
         )
         return _json_response(run.to_dict())
 
 
 class _SessionGate:
-    """ASGI wrapper answering 404 for unknown or closed sessions before MCP parses anything."""
+    """ASGI wrapper answering 404 for unknown or closed sessions: before MCP parses anything, and instead
+    of the MCP answer when the session was closed while the request ran."""
 
     def __init__(self, app: StreamableHTTPASGIApp, store: StateStore) -> None:
         self.app = app
@@ -261,12 +375,26 @@ class _SessionGate:
             response = JSONResponse({"error": f"unknown or closed session {sid!r}"}, status_code=404)
             await response(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        closed = False
+
+        async def gated_send(message: Any) -> None:
+            nonlocal closed
+            if message["type"] == "http.response.start" and sid not in self.store.states:
+                closed = True
+                gone = JSONResponse({"error": f"session {sid!r} was closed"}, status_code=404)
+                await gone(scope, receive, send)
+            if not closed:
+                await send(message)
+
+        await self.app(scope, receive, gated_send)
 
 
 def _json_response(content: Any) -> Response:
     """JSON in one pass, values JSON lacks (dates, decimals) as strings."""
-    body = json.dumps(content, separators=(",", ":"), default=str, ensure_ascii=False)
+    try:
+        body = json.dumps(content, separators=(",", ":"), default=str, ensure_ascii=False)
+    except RecursionError:
+        return JSONResponse({"error": "the answer is nested too deeply to encode"}, status_code=422)
     return Response(body, media_type="application/json")
 
 
@@ -274,7 +402,10 @@ async def _json_body(request: Request) -> dict[str, Any]:
     raw = await request.body()
     if not raw:
         return {}
-    body = json.loads(raw)
+    try:
+        body = json.loads(raw)
+    except RecursionError:
+        raise ValueError("the request body is nested too deeply") from None
     if not isinstance(body, dict):
         raise ValueError("the request body must be a JSON object")
     return body

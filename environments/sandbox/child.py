@@ -1,0 +1,250 @@
+"""The process inside the sandbox: runs one generated program, reaching its session only over a pipe.
+
+Standard library only (nothing else is mounted in the sandbox); started as ``python -I -S child.py``
+under bubblewrap. It drops to an unprivileged uid when it starts as root, applies its rlimits, imports
+the modules programs may use, says ``{"ready": true}`` and waits for one request line on stdin:
+``{"source", "entry", "timeout_s"}``. Each ``tools.call`` is a ``{"call", "arguments"}`` line on stdout
+answered by one line on stdin (``{"ok", "value"}`` or ``{"limit": message}``); the run ends with one
+``{"result": {"ok", "value", "error"}}`` line and the process exits. The server counts the calls and
+enforces the budget and the deadline itself (it SIGKILLs this process): nothing here is trusted by it.
+The restricted builtins below are guard rails for honest programs, not the boundary.
+"""
+
+import builtins
+import collections
+import datetime
+import decimal
+import functools
+import itertools
+import json
+import math
+import os
+import re
+import resource
+import signal
+import statistics
+import sys
+import traceback
+
+NOBODY = 65534
+MAX_DEPTH = 64
+MODULES = {
+    m.__name__: m for m in (collections, datetime, decimal, functools, itertools, json, math, re, statistics)
+}
+SAFE_BUILTINS = (
+    "abs",
+    "all",
+    "any",
+    "bool",
+    "dict",
+    "divmod",
+    "enumerate",
+    "filter",
+    "float",
+    "frozenset",
+    "int",
+    "isinstance",
+    "iter",
+    "len",
+    "list",
+    "map",
+    "max",
+    "min",
+    "next",
+    "range",
+    "repr",
+    "reversed",
+    "round",
+    "set",
+    "slice",
+    "sorted",
+    "str",
+    "sum",
+    "tuple",
+    "zip",
+    "Exception",
+    "KeyError",
+    "IndexError",
+    "ValueError",
+    "TypeError",
+    "LookupError",
+    "ZeroDivisionError",
+    "StopIteration",
+    "ArithmeticError",
+    "RuntimeError",
+    "AssertionError",
+    "NotImplementedError",
+    "True",
+    "False",
+    "None",
+)
+
+_in = sys.stdin.buffer
+_out = sys.stdout.buffer
+
+
+def _send(message: dict) -> None:
+    _out.write(json.dumps(message, separators=(",", ":"), allow_nan=False).encode() + b"\n")
+    _out.flush()
+
+
+def _receive() -> dict:
+    line = _in.readline()
+    if not line:
+        os._exit(0)  # the server went away or gave up on this run
+    return json.loads(line)
+
+
+class ToolCallError(Exception):
+    """A tool answered with an error result: ``code`` (e.g. NOT_FOUND) and ``message``."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class ProgramLimit(BaseException):
+    """The program ran past its time or tool-call budget (not an ``Exception``: it cannot be swallowed
+    by ``except Exception``; a bare ``except`` can, which is why the server also kills at the deadline)."""
+
+
+class Tools:
+    """The ``tools`` object a program receives: ``call(name, **arguments)``."""
+
+    __slots__ = ()
+
+    def call(self, name: str, **arguments: object) -> object:
+        """Run tool ``name`` on this program's session; its JSON result, or ``ToolCallError``."""
+        _send({"call": str(name), "arguments": arguments})
+        answer = _receive()
+        if "limit" in answer:
+            raise ProgramLimit(answer["limit"])
+        if not answer.get("ok"):
+            error = answer.get("value") or {}
+            raise ToolCallError(str(error.get("code")), str(error.get("message")))
+        return answer.get("value")
+
+
+def _import(name: str, *args: object, **kwargs: object) -> object:
+    if name in MODULES:
+        return MODULES[name]
+    raise ImportError(f"module {name!r} is not available to programs (allowed: {', '.join(sorted(MODULES))})")
+
+
+def _namespace() -> dict:
+    safe = {name: getattr(builtins, name) for name in SAFE_BUILTINS}
+    safe["__import__"] = _import
+    safe["__build_class__"] = builtins.__build_class__
+    return {"__builtins__": safe, "__name__": "program", "ToolCallError": ToolCallError, **MODULES}
+
+
+def _trace(exc: BaseException) -> str:
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == "<program>"]
+    where = "".join(f"  line {f.lineno}, in {f.name}\n" for f in frames[-20:])
+    return f"{where}{type(exc).__name__}: {str(exc)[:2000]}"
+
+
+def _depth(value: object, level: int = 0) -> int:
+    if level > MAX_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+    if isinstance(value, dict):
+        return max((_depth(v, level + 1) for v in value.values()), default=level)
+    if isinstance(value, (list, tuple)):
+        return max((_depth(v, level + 1) for v in value), default=level)
+    return level
+
+
+def _confine(address_space_mb: int) -> None:
+    if os.getuid() == 0:  # bwrap ran as root without a user namespace: become nobody for good
+        os.setgroups([])
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
+    limits = {
+        resource.RLIMIT_AS: address_space_mb * 1024 * 1024,
+        resource.RLIMIT_NOFILE: 16,
+        resource.RLIMIT_NPROC: 1,  # no new processes or threads
+        resource.RLIMIT_FSIZE: 8 * 1024 * 1024,
+        resource.RLIMIT_CORE: 0,
+    }
+    for kind, value in limits.items():
+        resource.setrlimit(kind, (value, value))
+
+
+def _run(request: dict) -> dict:
+    timeout = max(0.01, float(request.get("timeout_s", 5.0)))
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = int(used.ru_utime + used.ru_stime + timeout) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+
+    def expired(_signum: int, _frame: object) -> None:
+        raise ProgramLimit(f"ran longer than {timeout:g}s")
+
+    signal.signal(signal.SIGALRM, expired)
+    namespace = _namespace()
+    entry = str(request.get("entry", "solve"))
+    try:
+        code = compile(str(request["source"]), "<program>", "exec")
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+        exec(code, namespace)
+        function = namespace.get(entry)
+        if not callable(function):
+            return {"ok": False, "error": f"the program defines no function {entry}(tools)"}
+        value = function(Tools())
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    except (Exception, ProgramLimit) as exc:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        return {"ok": False, "error": _trace(exc)}
+    try:
+        _depth(value)
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return {"ok": False, "error": f"the result is not JSON: {exc}"}
+    return {"ok": True, "value": value}
+
+
+def _run_function(request: dict) -> dict:
+    """Third-party tool code (``functions.py``): the module's source with full builtins (the sandbox is
+    the boundary), then ``function(**arguments)``; ``env`` entries are set first (e.g. its data dir)."""
+    timeout = max(0.01, float(request.get("timeout_s", 5.0)))
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = int(used.ru_utime + used.ru_stime + timeout) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    os.environ.update({str(k): str(v) for k, v in dict(request.get("env") or {}).items()})
+    name = str(request["function"])
+    namespace = {"__name__": str(request.get("module", "tool")), "__builtins__": builtins}
+    try:
+        sys.stdout = sys.stderr  # its prints must not reach the protocol pipe
+        exec(compile(str(request["source"]), f"<{name}>", "exec"), namespace)
+        function = namespace.get(name)
+        if not callable(function):
+            return {"ok": False, "error": f"the implementation defines no function {name!r}"}
+        value = function(**dict(request.get("arguments") or {}))
+    except SystemExit as exc:
+        return {"ok": False, "error": f"{name!r} called exit({exc.code!r})"}
+    except BaseException as exc:
+        return {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
+    finally:
+        sys.stdout = sys.__stdout__
+    try:
+        _depth(value)
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return {"ok": False, "error": f"the result is not JSON: {exc}"}
+    return {"ok": True, "value": value}
+
+
+def main() -> None:
+    _confine(int(sys.argv[1]) if len(sys.argv) > 1 else 512)
+    _send({"ready": True})
+    request = _receive()
+    result = _run_function(request) if "function" in request else _run(request)
+    try:
+        _send({"result": result})
+    except (TypeError, ValueError, RecursionError) as exc:
+        _send({"result": {"ok": False, "error": f"the result is not JSON: {exc}"}})
+    os._exit(0)  # no interpreter teardown: no program finalizers (__del__) run after the result
+
+
+if __name__ == "__main__":
+    main()
