@@ -165,6 +165,12 @@ _CALL = {
 }
 
 
+def _nested(items: dict[str, Any], depth: int) -> dict[str, Any]:
+    for _ in range(depth):
+        items = {"type": "array", "items": items}
+    return items
+
+
 def build() -> Environment:
     """The environment (reads the package's function docs; imports no backend code)."""
     env = Environment(

@@ -42,7 +42,7 @@ def is_fetched(root: Path | None = None) -> bool:
 
 
 def fetch(root: Path | None = None, *, quiet: bool = False) -> Path:
-    """Download ``bfcl-eval==VERSION`` (no dependencies) from PyPI and unpack ``bfcl_eval/`` under ``root``."""
+    """Download ``bfcl-eval==VERSION`` (no dependencies) from PyPI; unpack ``bfcl_eval/`` under ``root``."""
     root = root or package_root()
     if is_fetched(root):
         return root
