@@ -9,35 +9,11 @@ environment server). Ground-truth calls are parsed with ``ast`` here (literals o
 
 from __future__ import annotations
 
-import ast
-from typing import Any
-
 from environments.bfcl import data
+from environments.bfcl.data import BadCall, parse_call
 from environments.bfcl.environment import CHECK_TOOL, NAME, SETUP_TOOL
 from environments.bfcl.package import VERSION
 from task_synth.model import CallStep, Solution, Task, TaskKind, Verifier
-
-
-class BadCall(ValueError):
-    """A ground-truth call string that is not ``name(literal, key=literal, ...)``."""
-
-
-def parse_call(text: str) -> tuple[str, dict[str, Any]]:
-    """``mv(source='a', destination='b')`` -> ``("mv", {...})``; positional arguments are named in the
-    order of the function's documented parameters."""
-    try:
-        node = ast.parse(text.strip(), mode="eval").body
-        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
-            raise BadCall(f"not a function call: {text!r}")
-        name = node.func.id
-        arguments = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg}
-        if node.args:
-            order = list(data.function_docs()[name].parameters.get("properties", {}))
-            for key, value in zip(order, node.args, strict=False):
-                arguments[key] = ast.literal_eval(value)
-    except (SyntaxError, ValueError, KeyError) as exc:
-        raise BadCall(f"cannot parse ground-truth call {text!r}: {exc}") from None
-    return name, arguments
 
 
 def entry_task(found: data.Entry) -> Task:
@@ -71,7 +47,41 @@ def entry_task(found: data.Entry) -> Task:
     ).with_id()
 
 
+__all__ = ["PERTURBATIONS", "BadCall", "bfcl_tasks", "entry_task", "parse_call", "perturb"]
+
+
 def bfcl_tasks(categories: list[str] | None = None) -> list[Task]:
     """Tasks of the given categories (all four by default), in BFCL's order."""
     names = [data.check_category(c) for c in categories] if categories else list(data.CATEGORIES)
     return [entry_task(e) for name in names for e in data.entries(name)]
+
+
+PERTURBATIONS = ("drop", "argument", "late")
+
+
+def perturb(task: Task, how: str) -> Task:
+    """A deliberately wrong reference: ``drop`` the last call of the first turn with calls, change the
+    first string ``argument`` to a name that exists nowhere, or play the first turn's calls one user
+    turn ``late``."""
+    turns = [list(s.steps) for s in task.turn_solutions]
+    first = next(i for i, steps in enumerate(turns) if steps)
+    if how == "drop":
+        turns[first].pop()
+    elif how == "argument":
+        turn, index, key = next(
+            (t, i, k)
+            for t, steps in enumerate(turns)
+            for i, step in enumerate(steps)
+            if isinstance(step, CallStep)
+            for k, v in step.arguments.items()
+            if isinstance(v, str)
+        )
+        step = turns[turn][index]
+        assert isinstance(step, CallStep)
+        turns[turn][index] = step.model_copy(update={"arguments": {**step.arguments, key: "zz_wrong"}})
+    elif how == "late" and first + 1 < len(turns):
+        turns[first + 1] = turns[first] + turns[first + 1]
+        turns[first] = []
+    else:
+        raise ValueError(f"unknown perturbation {how!r} (or no later turn); use one of {PERTURBATIONS}")
+    return task.model_copy(update={"turn_solutions": [Solution(steps=s) for s in turns]})

@@ -17,7 +17,8 @@ from arena.policies.scripted import RandomPolicy, ReferencePolicy
 from arena.rollout.episode import EpisodeConfig, run_episode
 from arena.runtime.pool import EnvPool
 from environments.bfcl import NAME, BfclMissing, fetch, is_fetched
-from task_synth.model import CallStep, Solution, Task
+from task_synth.bfcl import PERTURBATIONS, perturb
+from task_synth.model import Task
 from tests.conftest import local_pool
 
 CATEGORIES = ("base", "long_context", "miss_func", "miss_param")
@@ -67,30 +68,6 @@ def test_perturbations_and_parse() -> None:
     assert parse_call("mv(source='a', destination='b')") == ("mv", {"source": "a", "destination": "b"})
 
 
-def _perturbed(task: Task, how: str) -> Task:
-    turns = [list(s.steps) for s in task.turn_solutions]
-    first = next(i for i, steps in enumerate(turns) if steps)
-    if how == "drop":
-        turns[first].pop()
-    elif how == "argument":  # the first string argument names something that does not exist
-        turn, index, key = next(
-            (t, i, k)
-            for t, steps in enumerate(turns)
-            for i, step in enumerate(steps)
-            if isinstance(step, CallStep)
-            for k, v in step.arguments.items()
-            if isinstance(v, str)
-        )
-        step = turns[turn][index]
-        assert isinstance(step, CallStep)
-        turns[turn][index] = step.model_copy(update={"arguments": {**step.arguments, key: "zz_wrong"}})
-    else:  # the turn's calls played one user turn late
-        later = first + 1
-        turns[later] = turns[first] + turns[later]
-        turns[first] = []
-    return task.model_copy(update={"turn_solutions": [Solution(steps=s) for s in turns]})
-
-
 @pytest.mark.parametrize("category", CATEGORIES)
 @module_loop
 async def test_ground_truth_passes_and_perturbed_fail(pool: EnvPool, category: str) -> None:
@@ -99,8 +76,8 @@ async def test_ground_truth_passes_and_perturbed_fail(pool: EnvPool, category: s
         assert record.infra_error is None
         assert record.verdict is not None and record.verdict.passed, (task.provenance, record.verdict)
         assert record.verdict.criteria == {"turns": True, "state_and_response": True}
-        for how in ("drop", "argument", "late"):
-            bad = await run_episode(pool, _perturbed(task, how), ReferencePolicy(), CONFIG)
+        for how in PERTURBATIONS:
+            bad = await run_episode(pool, perturb(task, how), ReferencePolicy(), CONFIG)
             assert bad.verdict is not None and not bad.verdict.passed, (task.provenance, how)
             assert bad.verdict.reasons[0].startswith("multi_turn:"), bad.verdict.reasons
             assert bad.verdict.criteria["state_and_response"] is False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import copy
 import functools
 import json
@@ -171,3 +172,25 @@ def user_message(turn: list[dict[str, Any]]) -> str:
     """The user's words of one turn (BFCL's prompt for added functions when the turn has none)."""
     text = "\n".join(str(m.get("content", "")) for m in turn if m.get("role") == "user").strip()
     return text or ADDED_FUNCTIONS_PROMPT
+
+
+class BadCall(ValueError):
+    """A ground-truth call string that is not ``name(literal, key=literal, ...)``."""
+
+
+def parse_call(text: str) -> tuple[str, dict[str, Any]]:
+    """``mv(source='a', destination='b')`` -> ``("mv", {...})``, with ``ast`` (literals only, nothing
+    executed); positional arguments are named in the order of the function's documented parameters."""
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+            raise BadCall(f"not a function call: {text!r}")
+        name = node.func.id
+        arguments = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords if kw.arg}
+        if node.args:
+            order = list(function_docs()[name].parameters.get("properties", {}))
+            for key, value in zip(order, node.args, strict=False):
+                arguments[key] = ast.literal_eval(value)
+    except (SyntaxError, ValueError, KeyError) as exc:
+        raise BadCall(f"cannot parse ground-truth call {text!r}: {exc}") from None
+    return name, arguments
