@@ -57,13 +57,21 @@ def native() -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-async def replay(items: list[Task], concurrency: int) -> tuple[list[EpisodeRecord], float]:
+async def replay(
+    items: list[Task], concurrency: int, probe: list[Task] | None = None
+) -> tuple[list[EpisodeRecord], float, list[float]]:
+    """Replay ``items`` with ``concurrency`` episodes at once (tasks/s); then, on the warm pool, the
+    ``probe`` tasks one at a time: their tool calls' latency, free of queueing behind other episodes."""
     async with EnvPool(PoolConfig(envs={NAME: 2}, warm_sessions_per_worker=8)) as pool:
         started = time.perf_counter()
-        records = [
-            r async for r in episodes(pool, [(t, 0) for t in items], ReferencePolicy(), CONFIG, concurrency)
-        ]
-        return records, time.perf_counter() - started
+        pairs = [(t, 0) for t in items]
+        records = [r async for r in episodes(pool, pairs, ReferencePolicy(), CONFIG, concurrency)]
+        seconds = time.perf_counter() - started
+        latencies: list[float] = []
+        for task in probe or []:
+            record = await run_episode(pool, task, ReferencePolicy(), CONFIG)
+            latencies += [c.latency_s * 1000 for t in record.turns for c in t.tool_calls]
+        return records, seconds, latencies
 
 
 def main() -> None:
