@@ -91,7 +91,7 @@ async def test_random_policy_fails(pool: EnvPool) -> None:
 
 
 class _Probe:
-    """Calls a held-out function at every user turn, recording the tool names offered at each act."""
+    """Calls one function at every user turn, recording the tool names offered at each act."""
 
     name = "probe"
 
@@ -126,11 +126,23 @@ async def test_miss_func_functions_hidden_until_their_turn(pool: EnvPool) -> Non
     assert task.added_tools == {3: ["sort"]} and "sort" not in (task.tools or [])
     probe = _Probe("sort")
     record = await run_episode(pool, task, probe, CONFIG)
-    by_turn = [t for t in record.turns if t.tool_calls]
-    assert [t.tool_calls[0].error_code for t in by_turn] == ["UNKNOWN_TOOL"] * 3 + [None, None]
-    assert "sort" not in probe.seen[0] and "sort" in probe.seen[-1]
-    assert not any(name.startswith("bfcl_") for name in probe.seen[-1])
+    offered = [probe.seen[t.index] for t in record.turns if t.tool_calls]
+    assert ["sort" in names for names in offered] == [False, False, False, True, True]
+    assert not any(name.startswith("bfcl_") for names in probe.seen for name in names)
     assert record.verdict is not None and not record.verdict.passed
+    # Listed from its turn on, but like BFCL's executor the environment runs it if named earlier.
+    assert record.turns[0].tool_calls[0].error_code is None
+
+
+@module_loop
+async def test_tools_outside_the_task_are_refused(pool: EnvPool) -> None:
+    task = next(t for t in _tasks("miss_func") if t.provenance["bfcl_id"] == "multi_turn_miss_func_0")
+    assert "cp" not in (task.tools or [])  # BFCL's excluded function of this entry
+    for name in ("cp", "bfcl_load_scenario", "bfcl_check"):
+        record = await run_episode(pool, task, _Probe(name), CONFIG)
+        calls = [c for t in record.turns for c in t.tool_calls]
+        assert calls and all(c.error_code == "UNKNOWN_TOOL" for c in calls), name
+        assert "nothing ran" in calls[0].result["error"]["message"]
 
 
 @module_loop

@@ -136,14 +136,17 @@ class _Episode:
         names = self.task.added_tools.get(user_turn, [])
         self.offered += [self.all_tools[name] for name in names if name in self.all_tools]
 
-    def offered_names(self) -> set[str]:
-        return {spec["function"]["name"] for spec in self.offered}
+    def callable_names(self) -> set[str]:
+        """The tools a call may name: those offered so far, and those a later user turn will add (listed
+        only from that turn on, but not refused before it: BFCL's rule for held-out functions)."""
+        later = {name for names in self.task.added_tools.values() for name in names}
+        return {spec["function"]["name"] for spec in self.offered} | (later & self.all_tools.keys())
 
     async def call(self, session: EpisodeSession, call: ToolCall) -> ToolCallRecord:
         arguments = call.arguments if call.arguments is not None else call.raw
         record = ToolCallRecord(call.id, call.name, arguments)
         started = time.perf_counter()
-        if call.name not in self.offered_names():
+        if call.name not in self.callable_names():
             record.error_code = "UNKNOWN_TOOL"
             message = f"no tool named {call.name!r} is offered now; nothing ran"
             record.result = {"error": {"code": record.error_code, "message": message}}
