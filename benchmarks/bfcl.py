@@ -39,22 +39,32 @@ from environments.bfcl import NAME, VERSION  # noqa: E402
 from environments.bfcl.data import CATEGORIES  # noqa: E402
 from environments.bfcl.package import require  # noqa: E402
 from task_synth.bfcl import PERTURBATIONS, bfcl_tasks, perturb  # noqa: E402
-from task_synth.model import Task  # noqa: E402
+from task_synth.model import CallStep, Task  # noqa: E402
 
 CONFIG = EpisodeConfig(max_turns=200)
 
 
-def native() -> dict[str, Any]:
-    """BFCL natively, in a child process: checker verdicts on the ground truth and direct call times."""
+def native(trajectories: dict[str, Any]) -> dict[str, Any]:
+    """BFCL natively, in a child process: checker verdicts on the ground truth and on ``trajectories``,
+    and direct call times."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(
         [sys.executable, "-m", "environments.bfcl.native"],
+        input=json.dumps(trajectories),
         capture_output=True,
         text=True,
         env=env,
         check=True,
     )
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def reference_turns(task: Task) -> list[list[list[dict[str, Any]]]]:
+    """The calls the reference policy makes, as the episode groups them: one call per step."""
+    return [
+        [[{"name": s.tool, "arguments": s.arguments}] for s in sol.steps if isinstance(s, CallStep)]
+        for sol in task.turn_solutions
+    ]
 
 
 async def replay(
@@ -91,13 +101,15 @@ def main() -> None:
                     bad.append((how, perturb(task, how)))
                 except (ValueError, StopIteration):
                     continue  # no string argument, or no later turn to play late
-    baseline = native()
+    renamed = [t.model_copy(update={"id": f"{t.id}~{how}"}) for how, t in bad]
+    baseline = native(
+        {t.id: {"entry_id": t.provenance["bfcl_id"], "turns": reference_turns(t)} for t in renamed}
+    )
     probe = [t for c in CATEGORIES for t in bfcl_tasks([c])[: args.latency_tasks]]
     records, seconds, calls = asyncio.run(replay(tasks, args.concurrency, probe))
     by_id = {t.id: t for t in tasks}
     bad_records: list[EpisodeRecord] = []
     if bad:
-        renamed = [t.model_copy(update={"id": f"{t.id}~{how}"}) for how, t in bad]
         bad_records, _, _ = asyncio.run(replay(renamed, args.concurrency))
 
     table: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -114,12 +126,16 @@ def main() -> None:
     for record in bad_records:
         base_id, how = record.task_id.split("~")
         row = table[str(by_id[base_id].provenance["category"])]
+        failed = record.verdict is not None and not record.verdict.passed
         row[f"{how}_n"] += 1
-        row[f"{how}_failed"] += record.verdict is not None and not record.verdict.passed
+        row[f"{how}_failed"] += failed
+        row[f"{how}_native_failed"] += not baseline["checked"][record.task_id]
+        row["perturbed_agree"] += failed == (not baseline["checked"][record.task_id])
 
-    console = Console()
+    console = Console(width=170)
     grid = Table(title=f"BFCL v4 multi-turn ground-truth replay through the arena (bfcl-eval {VERSION})")
-    for column in ("category", "tasks", "native pass", "arena pass", "agreement", "infra", *PERTURBATIONS):
+    wrong = [f"{h} fail arena/native/n" for h in PERTURBATIONS]
+    for column in ("category", "tasks", "native pass", "arena pass", "agreement", "infra", *wrong):
         grid.add_column(column, justify="right")
     totals: dict[str, int] = defaultdict(int)
     for category in CATEGORIES:
@@ -141,6 +157,7 @@ def main() -> None:
                 baseline_name="direct",
                 baseline=statistics.median(direct),
             ),
+            Row.from_samples("tool call via the session store, no MCP", baseline["store_call_ms"]),
             Row("replay throughput", len(records) / seconds, unit="tasks/s", lower_is_better=False),
         ],
     )
@@ -162,10 +179,15 @@ def main() -> None:
         "infra_errors": totals["infra"],
         "perturbed": len(bad_records),
         "perturbed_failed": sum(totals[f"{h}_failed"] for h in PERTURBATIONS),
+        "perturbed_native_failed": sum(totals[f"{h}_native_failed"] for h in PERTURBATIONS),
+        "perturbed_agreement": round(totals["perturbed_agree"] / len(bad_records), 4)
+        if bad_records
+        else None,
         "replay_tasks_per_s": round(len(records) / seconds, 1),
         "call_p50_ms": round(statistics.median(calls), 3),
         "call_p99_ms": round(percentile(calls, 99), 3),
         "direct_call_p50_ms": round(statistics.median(direct), 4),
+        "store_call_p50_ms": round(statistics.median(baseline["store_call_ms"]), 3),
         "call_overhead_p50_ms": round(overhead, 3),
     }
     print(json.dumps(result))
@@ -173,7 +195,7 @@ def main() -> None:
 
 def _cells(row: dict[str, int]) -> list[str]:
     agreement = f"{row['agree'] / row['tasks']:.1%}" if row["tasks"] else "-"
-    perturbed = [f"{row[f'{h}_failed']}/{row[f'{h}_n']}" for h in PERTURBATIONS]
+    perturbed = [f"{row[f'{h}_failed']}/{row[f'{h}_native_failed']}/{row[f'{h}_n']}" for h in PERTURBATIONS]
     return [
         str(row["tasks"]),
         str(row["native"]),
