@@ -35,7 +35,12 @@ def suite_envs(suite: SuiteSettings, store: TaskStore) -> list[str]:
         return builtin_names()
     if suite.source == "bfcl":
         from environments.bfcl import NAME
+        from environments.bfcl.package import BfclMissing, require
 
+        try:
+            require()  # fetched on first use, with a message; one line if that fails
+        except BfclMissing as exc:
+            raise SuiteError(f"suite {suite.name}: {exc}") from None
         return [NAME]
     if suite.source == "imported":
         names = [name for name in all_names() if name.startswith("agentworld/")]
