@@ -136,6 +136,11 @@ class _Episode:
         names = self.task.added_tools.get(user_turn, [])
         self.offered += [self.all_tools[name] for name in names if name in self.all_tools]
 
+    @property
+    def restricted(self) -> bool:
+        """Whether the task offers only some tools (then others are refused here, never sent)."""
+        return self.task.tools is not None or bool(self.task.added_tools)
+
     def callable_names(self) -> set[str]:
         """The tools a call may name: those offered so far, and those a later user turn will add (listed
         only from that turn on, but not refused before it: BFCL's rule for held-out functions)."""
@@ -146,7 +151,7 @@ class _Episode:
         arguments = call.arguments if call.arguments is not None else call.raw
         record = ToolCallRecord(call.id, call.name, arguments)
         started = time.perf_counter()
-        if call.name not in self.callable_names():
+        if self.restricted and call.name not in self.callable_names():
             record.error_code = "UNKNOWN_TOOL"
             message = f"no tool named {call.name!r} is offered now; nothing ran"
             record.result = {"error": {"code": record.error_code, "message": message}}
