@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -163,3 +164,22 @@ async def test_concurrent_sessions_are_isolated(pool: EnvPool) -> None:
         assert "bfcl_backend" in await one.diff() and await two.diff() != await one.diff()
         again = await one.call_as_arena("bfcl_load_scenario", entry)
         assert not again["ok"] and again["value"]["code"] == "CONFLICT"
+
+
+def test_tasks_round_trip_through_the_store_and_jsonl(tmp_path: Path) -> None:
+    from arena.store import Database, TaskStore
+    from arena.store.tasks import write_jsonl
+
+    tasks = _tasks("miss_func")
+    db = Database(f"sqlite:///{tmp_path / 'arena.db'}")
+    try:
+        store = TaskStore(db)
+        store.add(tasks)
+        stored = {t.id: t for t in store.list(env=NAME)}
+        assert [stored[t.id] for t in tasks] == tasks  # setup, tools, added_tools, turn solutions kept
+        assert write_jsonl(tmp_path / "t.jsonl", tasks) == len(tasks)
+    finally:
+        db.close()
+    assert [
+        Task.model_validate_json(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()
+    ] == tasks
