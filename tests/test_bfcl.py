@@ -183,3 +183,13 @@ def test_tasks_round_trip_through_the_store_and_jsonl(tmp_path: Path) -> None:
     assert [
         Task.model_validate_json(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()
     ] == tasks
+
+
+@module_loop
+async def test_check_tool_names_only_backend_functions(pool: EnvPool) -> None:
+    async with pool.session(NAME) as lease:
+        turns = [[[{"name": "open", "arguments": {"file": "/tmp/x", "mode": "w"}}]]]
+        refused = await lease.call_as_arena("bfcl_check", {"entry_id": "multi_turn_base_0", "turns": turns})
+        assert not refused["ok"] and "not BFCL functions: ['open']" in refused["value"]["message"]
+        short = await lease.call_as_arena("bfcl_check", {"entry_id": "multi_turn_base_0", "turns": []})
+        assert short["ok"] and short["value"]["error_type"] == "multi_turn:force_terminated"

@@ -140,6 +140,11 @@ def _runner(doc: data.FunctionDoc) -> Any:
 def _check(db: Session, entry_id: str, turns: list[list[list[dict[str, Any]]]]) -> dict[str, Any]:
     from environments.bfcl import backends
 
+    known = data.function_docs()
+    named = {c.get("name") for turn in turns for step in turn for c in step}
+    if unknown := sorted(str(n) for n in named if n not in known):
+        # The checker evaluates call strings: only the backends' own functions may be named.
+        raise ToolError(f"bad check request: not BFCL functions: {unknown}", code=ErrorCode.VALIDATION_ERROR)
     try:
         found = data.entry(entry_id)
         decoded = [
