@@ -193,3 +193,18 @@ async def test_check_tool_names_only_backend_functions(pool: EnvPool) -> None:
         assert not refused["ok"] and "not BFCL functions: ['open']" in refused["value"]["message"]
         short = await lease.call_as_arena("bfcl_check", {"entry_id": "multi_turn_base_0", "turns": []})
         assert short["ok"] and short["value"]["error_type"] == "multi_turn:force_terminated"
+
+
+def test_fetch_unpacks_only_the_package_and_missing_data_says_how(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from environments.bfcl import package
+
+    monkeypatch.setenv(package.ROOT_ENV, str(tmp_path / "absent"))
+    monkeypatch.setenv(package.NO_FETCH_ENV, "1")
+    with pytest.raises(BfclMissing, match="arena bfcl fetch"):
+        package.require()
+    monkeypatch.delenv(package.ROOT_ENV)
+    root = package.package_root()
+    assert package.is_fetched(root) and sorted(p.name for p in root.iterdir()) == ["bfcl_eval"]
+    assert not list(root.rglob("*.dist-info"))  # no installed-package metadata: nothing pip can see

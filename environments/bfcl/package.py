@@ -65,9 +65,15 @@ def fetch(root: Path | None = None, *, quiet: bool = False) -> Path:
         with zipfile.ZipFile(wheels[0]) as wheel:
             members = [n for n in wheel.namelist() if n.startswith("bfcl_eval/")]
             wheel.extractall(staging, members)
+        if is_fetched(root):  # another process finished first
+            return root
         if root.exists():  # a partial earlier attempt
-            shutil.rmtree(root)
-        os.replace(staging, root)
+            shutil.rmtree(root, ignore_errors=True)
+        try:
+            os.replace(staging, root)
+        except OSError:
+            if not is_fetched(root):
+                raise
     return root
 
 
