@@ -207,6 +207,14 @@ class Task(BaseModel):
         description="reference calls per user turn (request, then each follow-up), for multi-turn tasks",
     )
 
+    def _verifier_content(self) -> dict[str, Any]:
+        """The verifier as ids hash it: fields added later count only when set, so ids stay stable."""
+        content = self.verifier.model_dump(mode="json")
+        for key, empty in (("check_tool", None), ("check_arguments", {})):
+            if content[key] == empty:
+                del content[key]
+        return content
+
     def with_id(self) -> Task:
         """Content-addressed id: the same task synthesized twice gets the same id."""
         content = {
@@ -215,7 +223,7 @@ class Task(BaseModel):
             "request": self.request,
             "difficulty": self.difficulty,
             "answer": self.reference_answer,
-            "verifier": self.verifier.model_dump(mode="json"),
+            "verifier": self._verifier_content(),
         }
         if self.follow_ups:
             content["follow_ups"] = self.follow_ups

@@ -25,6 +25,7 @@ from tests.conftest import local_pool
 CATEGORIES = ("base", "long_context", "miss_func", "miss_param")
 PER_CATEGORY = 3
 CONFIG = EpisodeConfig(max_turns=120)
+GRAPH_TASK_ID = "library-4ef344d28807"
 module_loop = pytest.mark.asyncio(loop_scope="module")
 
 
@@ -208,3 +209,10 @@ def test_fetch_unpacks_only_the_package_and_missing_data_says_how(
     root = package.package_root()
     assert package.is_fetched(root) and sorted(p.name for p in root.iterdir()) == ["bfcl_eval"]
     assert not list(root.rglob("*.dist-info"))  # no installed-package metadata: nothing pip can see
+
+
+def test_task_ids_of_tasks_without_the_new_fields_are_unchanged() -> None:
+    from tests.task_samples import graph_task
+
+    # The id main computed for this sample before multi-turn fields existed (content-addressed ids stay put).
+    assert graph_task().with_id().id == GRAPH_TASK_ID
