@@ -19,7 +19,7 @@ from arena.rollout.episode import EpisodeConfig, run_episode
 from arena.runtime.pool import EnvPool
 from environments.bfcl import NAME, BfclMissing, fetch, is_fetched
 from task_synth.bfcl import PERTURBATIONS, perturb
-from task_synth.model import Task
+from task_synth.model import CallStep, Task
 from tests.conftest import local_pool
 
 CATEGORIES = ("base", "long_context", "miss_func", "miss_param")
@@ -216,3 +216,13 @@ def test_task_ids_of_tasks_without_the_new_fields_are_unchanged() -> None:
 
     # The id main computed for this sample before multi-turn fields existed (content-addressed ids stay put).
     assert graph_task().with_id().id == GRAPH_TASK_ID
+
+
+@module_loop
+async def test_a_failed_setup_is_an_infrastructure_error_not_a_score(pool: EnvPool) -> None:
+    task = _tasks("base")[0]
+    broken = task.model_copy(
+        update={"setup": [CallStep(tool="bfcl_load_scenario", arguments={"entry_id": "nope_1"})]}
+    )
+    record = await run_episode(pool, broken, ReferencePolicy(), CONFIG)
+    assert record.verdict is None and "unknown BFCL multi-turn entry 'nope_1'" in (record.infra_error or "")

@@ -222,15 +222,15 @@ class _Refused(Exception):
     """A later turn was refused by the policy (its context is full): the policy's failure."""
 
 
-class SetupFailed(RuntimeError):
-    """A task's setup call failed in the environment: the episode cannot start (not the agent's fault)."""
+class ArenaCallFailed(RuntimeError):
+    """A call the arena makes in the environment (a task's setup, its check) failed: not the agent's fault."""
 
 
 async def _setup(session: EpisodeSession, task: Task) -> None:
     for step in task.setup:
         outcome = await session.call_as_arena(step.tool, dict(step.arguments))
         if not outcome.get("ok"):
-            raise SetupFailed(f"setup call {step.tool} failed: {outcome.get('value')}")
+            raise ArenaCallFailed(f"setup call {step.tool} failed: {outcome.get('value')}")
 
 
 def calls_by_user_turn(record: EpisodeRecord) -> list[list[list[dict[str, Any]]]]:
@@ -255,7 +255,7 @@ async def _environment_verdict(session: EpisodeSession, task: Task, record: Epis
     outcome = await session.call_as_arena(str(verifier.check_tool), arguments)
     value = outcome.get("value")
     if not outcome.get("ok") or not isinstance(value, dict):
-        raise SetupFailed(f"check tool {verifier.check_tool} failed: {value}")
+        raise ArenaCallFailed(f"check tool {verifier.check_tool} failed: {value}")
     criteria = {str(k): bool(v) for k, v in (value.get("criteria") or {}).items()}
     reasons = [] if value.get("valid") else [f"{value.get('error_type')}: {value.get('error_message')}"]
     return Verdict(passed=bool(value.get("valid")), reasons=reasons, criteria=criteria)
@@ -297,7 +297,7 @@ async def run_episode(
     try:
         async with sessions.session(task.env) as session:
             await _play(session, task, policy, _Episode(task, config, record))
-    except (InfrastructureError, PolicyUnavailable, SetupFailed) as exc:
+    except (InfrastructureError, PolicyUnavailable, ArenaCallFailed) as exc:
         record.verdict, record.infra_error = None, str(exc)
     record.wall_s = time.perf_counter() - started
     record.failure_mode = classify(record, task)
