@@ -55,8 +55,9 @@ def builtin_names() -> list[str]:
 
 
 def _load_namespaces() -> None:
-    # Importers register their namespaces on import.
+    # Importers (and the BFCL benchmark environment) register their namespaces on import.
     importlib.import_module("environments.importers")
+    importlib.import_module("environments.bfcl")
 
 
 def check_name(name: str) -> str:

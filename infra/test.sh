@@ -22,6 +22,8 @@ if [[ -n "${DOCKER_HOST:-}" ]]; then
 fi
 
 export RAY_AUTH_MODE="${RAY_AUTH_MODE:-disabled}"
+# BFCL's published wheel (data, backends, checker; no dependencies) into the arena's data folder, once.
+.venv/bin/python -m environments.bfcl fetch || echo "[test] could not fetch bfcl-eval; BFCL tests will say why" >&2
 set +e
 .venv/bin/python -m pytest "$@"
 status=$?

@@ -160,8 +160,14 @@ class Verifier(BaseModel):
 
     rubric: Rubric | None = None
     state: StateCheck | None = None
-    matcher: Literal["rubric", "agentworld"] = "rubric"
+    matcher: Literal["rubric", "agentworld", "environment"] = "rubric"
     reference_answer: Any = None  # for the agentworld matcher: their reference answer, verbatim
+    check_tool: str | None = Field(
+        None,
+        description="environment matcher: a tool the arena calls through the control plane after the "
+        "episode, with check_arguments plus the episode's calls by user turn; it returns the verdict",
+    )
+    check_arguments: dict[str, Any] = Field(default_factory=dict)
 
 
 class Task(BaseModel):
@@ -184,6 +190,30 @@ class Task(BaseModel):
     follow_ups: list[str] = Field(
         default_factory=list, description="user messages sent one by one after each final reply"
     )
+    setup: list[CallStep] = Field(
+        default_factory=list,
+        description="calls the arena makes through the control plane before the agent acts "
+        "(e.g. loading a benchmark scenario); never shown to the agent",
+    )
+    tools: list[str] | None = Field(
+        None, description="the tools offered at the first user turn (None: all of the environment's)"
+    )
+    added_tools: dict[int, list[str]] = Field(
+        default_factory=dict,
+        description="tools first offered at user turn k (0 is the request, k the k-th follow-up)",
+    )
+    turn_solutions: list[Solution] = Field(
+        default_factory=list,
+        description="reference calls per user turn (request, then each follow-up), for multi-turn tasks",
+    )
+
+    def _verifier_content(self) -> dict[str, Any]:
+        """The verifier as ids hash it: fields added later count only when set, so ids stay stable."""
+        content = self.verifier.model_dump(mode="json")
+        for key, empty in (("check_tool", None), ("check_arguments", {})):
+            if content[key] == empty:
+                del content[key]
+        return content
 
     def with_id(self) -> Task:
         """Content-addressed id: the same task synthesized twice gets the same id."""
@@ -193,10 +223,12 @@ class Task(BaseModel):
             "request": self.request,
             "difficulty": self.difficulty,
             "answer": self.reference_answer,
-            "verifier": self.verifier.model_dump(mode="json"),
+            "verifier": self._verifier_content(),
         }
         if self.follow_ups:
             content["follow_ups"] = self.follow_ups
+        if self.setup:
+            content["setup"] = [step.model_dump(mode="json") for step in self.setup]
         digest = hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
         return self.model_copy(update={"id": f"{self.env.replace('/', '.')}-{digest[:12]}"})
 

@@ -24,6 +24,7 @@ def _register_optional(subparsers: argparse._SubParsersAction) -> None:
     import importlib
 
     for module_name in (
+        "arena.cli.bfcl",
         "arena.cli.demo",
         "arena.cli.eval",
         "arena.cli.evolve",

@@ -121,6 +121,10 @@ async def play(
     done = runs.scored_keys(spec.run_id)
     todo = [(task, r) for task, r in spec.items if (task.id, r) not in done]
     tally = _Tally()
+    # A benchmark's own category (BFCL's) names a task's group in reports; else its environment's.
+    task_categories = {
+        task.id: str(task.provenance["category"]) for task, _r in todo if "category" in task.provenance
+    }
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
@@ -134,7 +138,8 @@ async def play(
         with Progress(*columns, console=console, transient=False) as progress:
             bar = progress.add_task(spec.run_id, total=len(todo), **tally.fields())
             async for record in episodes(sessions, todo, spec.policy, spec.config, spec.concurrency):
-                runs.record(spec.run_id, record, categories.get(record.env, ""))
+                category = task_categories.get(record.task_id) or categories.get(record.env, "")
+                runs.record(spec.run_id, record, category)
                 tally.add(record)
                 progress.update(bar, advance=1, **tally.fields())
                 on_episode(tally.done, tally.fields())

@@ -67,16 +67,18 @@ def _levels(value: Any) -> Any:
 
 
 class SuiteSettings(_Section):
-    """Where a suite's tasks come from: synthesized for it (``synth``), imported questions (``imported``)
-    or tasks already in the store (``stored``)."""
+    """Where a suite's tasks come from: synthesized for it (``synth``), imported questions (``imported``),
+    tasks already in the store (``stored``) or BFCL v4 multi-turn entries (``bfcl``, by ``categories``)."""
 
     name: str
-    source: Literal["synth", "imported", "stored"]
+    source: Literal["synth", "imported", "stored", "bfcl"]
     envs: str | list[str] = "all"
     levels: list[int] | None = None
     synth_seed: int = 1000
     kind: str | None = None
     tag: str | None = None
+    categories: str | list[str] = "all"
+    max_turns: int | None = Field(None, ge=1, description="overrides rollout.max_turns for this suite")
 
     _check_levels = field_validator("levels")(_levels)
 
@@ -142,7 +144,9 @@ class EvalSettings(_Section):
             **(self.faults.model_dump() | {"tools": tuple(self.faults.tools)}), seed=self.seed
         )
         return EpisodeConfig(
-            max_turns=self.rollout.max_turns, max_tokens=self.rollout.max_tokens, faults=faults
+            max_turns=self.suite.max_turns or self.rollout.max_turns,
+            max_tokens=self.rollout.max_tokens,
+            faults=faults,
         )
 
     def identity(self) -> dict[str, Any]:

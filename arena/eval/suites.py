@@ -33,6 +33,15 @@ def suite_envs(suite: SuiteSettings, store: TaskStore) -> list[str]:
         return names
     if suite.source == "synth":
         return builtin_names()
+    if suite.source == "bfcl":
+        from environments.bfcl import NAME
+        from environments.bfcl.package import BfclMissing, require
+
+        try:
+            require()  # fetched on first use, with a message; one line if that fails
+        except BfclMissing as exc:
+            raise SuiteError(f"suite {suite.name}: {exc}") from None
+        return [NAME]
     if suite.source == "imported":
         names = [name for name in all_names() if name.startswith("agentworld/")]
         if not names:
@@ -102,6 +111,19 @@ def _stored(suite: SuiteSettings, env: str, per_env: int, store: TaskStore) -> l
     return _select(tasks, per_env)
 
 
+def _bfcl(suite: SuiteSettings, per_env: int) -> list[Task]:
+    """The first ``per_env`` entries of each selected BFCL category, in BFCL's order."""
+    from environments.bfcl.data import CATEGORIES, UnknownCategory
+    from task_synth.bfcl import bfcl_tasks
+
+    chosen = suite.categories
+    names = list(CATEGORIES) if chosen == "all" else [chosen] if isinstance(chosen, str) else list(chosen)
+    try:
+        return [task for name in names for task in bfcl_tasks([name])[:per_env]]
+    except UnknownCategory as exc:
+        raise SuiteError(str(exc)) from None
+
+
 def _imported(env: str, per_env: int) -> list[Task]:
     from task_synth.imported import imported_question_tasks
 
@@ -129,6 +151,8 @@ async def suite_tasks(
             tasks += _select(found, per_env)
         elif suite.source == "stored":
             tasks += _stored(suite, env, per_env, store)
+        elif suite.source == "bfcl":
+            tasks += _bfcl(suite, per_env)
         else:
             tasks += _imported(env, per_env)
     if not tasks:

@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Any
 
 from arena.policies.base import PolicyTurn, TokenTrajectory, ToolCall, tool_message_content
-from task_synth.model import Task
+from task_synth.model import CallStep, Task
 from task_synth.program import SolutionFailed, execute
 from task_synth.runner import ProgramOutcome, StepOutcome
 
@@ -102,13 +102,40 @@ class _ReferenceEpisode:
         return None
 
 
+class _TurnReferenceEpisode:
+    """A multi-turn task's reference: user turn k's calls, one per policy turn, then an empty answer."""
+
+    def __init__(self, task: Task) -> None:
+        self._turns = [[s for s in sol.steps if isinstance(s, CallStep)] for sol in task.turn_solutions]
+        self._turn, self._next, self._calls = -1, 0, 0
+
+    async def act(self, messages: list[dict[str, Any]]) -> PolicyTurn:
+        turn = sum(1 for m in messages if m.get("role") == "user") - 1
+        if turn != self._turn:
+            self._turn, self._next = turn, 0
+        steps = self._turns[turn] if 0 <= turn < len(self._turns) else []
+        if self._next >= len(steps):
+            return _answer_turn({})
+        step = steps[self._next]
+        self._next += 1
+        self._calls += 1
+        arguments = dict(step.arguments)
+        return PolicyTurn(
+            tool_calls=[ToolCall(f"ref-{self._calls}", step.tool, arguments, json.dumps(arguments))]
+        )
+
+    def trajectory(self) -> TokenTrajectory | None:
+        return None
+
+
 class ReferencePolicy:
-    """Replays each task's reference solution through the episode's real tools, then answers."""
+    """Replays each task's reference solution through the episode's real tools, then answers (a
+    multi-turn task's reference, turn by turn)."""
 
     name = "reference"
 
-    def start(self, task: Task, tools: list[dict[str, Any]]) -> _ReferenceEpisode:
-        return _ReferenceEpisode(task)
+    def start(self, task: Task, tools: list[dict[str, Any]]) -> _ReferenceEpisode | _TurnReferenceEpisode:
+        return _TurnReferenceEpisode(task) if task.turn_solutions else _ReferenceEpisode(task)
 
     async def aclose(self) -> None:
         return None

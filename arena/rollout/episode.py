@@ -46,6 +46,8 @@ class EpisodeSession(Protocol):
 
     async def diff(self) -> dict[str, Any]: ...
 
+    async def call_as_arena(self, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]: ...
+
 
 class SessionProvider(Protocol):
     """Leases one fresh isolated session of an environment (``EnvPool`` is one)."""
@@ -114,12 +116,46 @@ class _Episode:
         self.follow_ups = deque(task.follow_ups)
         self.pending_user: str | None = task.request
         self.generated = 0
+        self.user_turn = 0
+        self.all_tools: dict[str, dict[str, Any]] = {}
+        self.offered: list[dict[str, Any]] = []  # grows in place when a user turn adds tools
+
+    def offer(self, tools: list[types.Tool]) -> list[dict[str, Any]]:
+        """The tool specs the policy starts with: the task's list if it has one, else every tool."""
+        specs = tool_specs(tools)
+        self.all_tools = {spec["function"]["name"]: spec for spec in specs}
+        added = {name for names in self.task.added_tools.values() for name in names}
+        if self.task.tools is None:
+            self.offered[:] = [spec for name, spec in self.all_tools.items() if name not in added]
+        else:
+            self.offered[:] = [self.all_tools[name] for name in self.task.tools if name in self.all_tools]
+        self._add_tools(0)
+        return self.offered
+
+    def _add_tools(self, user_turn: int) -> None:
+        names = self.task.added_tools.get(user_turn, [])
+        self.offered += [self.all_tools[name] for name in names if name in self.all_tools]
+
+    @property
+    def restricted(self) -> bool:
+        """Whether the task offers only some tools (then others are refused here, never sent)."""
+        return self.task.tools is not None or bool(self.task.added_tools)
+
+    def callable_names(self) -> set[str]:
+        """The tools a call may name: those offered so far, and those a later user turn will add (listed
+        only from that turn on, but not refused before it: BFCL's rule for held-out functions)."""
+        later = {name for names in self.task.added_tools.values() for name in names}
+        return {spec["function"]["name"] for spec in self.offered} | (later & self.all_tools.keys())
 
     async def call(self, session: EpisodeSession, call: ToolCall) -> ToolCallRecord:
         arguments = call.arguments if call.arguments is not None else call.raw
         record = ToolCallRecord(call.id, call.name, arguments)
         started = time.perf_counter()
-        if call.arguments is None:
+        if self.restricted and call.name not in self.callable_names():
+            record.error_code = "UNKNOWN_TOOL"
+            message = f"no tool named {call.name!r} is offered now; nothing ran"
+            record.result = {"error": {"code": record.error_code, "message": message}}
+        elif call.arguments is None:
             record.error_code = "INVALID_ARGUMENTS"
             message = f"the arguments of {call.name} are not a JSON object ({call.raw[:200]!r}); nothing ran"
             record.result = {"error": {"code": record.error_code, "message": message}}
@@ -167,6 +203,8 @@ class _Episode:
         self.record.answer = parse_answer(turn.content)
         if self.follow_ups:
             self.pending_user = self.follow_ups.popleft()
+            self.user_turn += 1
+            self._add_tools(self.user_turn)
             self.messages.append({"role": "user", "content": self.pending_user})
             return False
         return True
@@ -184,13 +222,56 @@ class _Refused(Exception):
     """A later turn was refused by the policy (its context is full): the policy's failure."""
 
 
+class ArenaCallFailed(RuntimeError):
+    """A call the arena makes in the environment (a task's setup, its check) failed: not the agent's fault."""
+
+
+async def _setup(session: EpisodeSession, task: Task) -> None:
+    for step in task.setup:
+        outcome = await session.call_as_arena(step.tool, dict(step.arguments))
+        if not outcome.get("ok"):
+            raise ArenaCallFailed(f"setup call {step.tool} failed: {outcome.get('value')}")
+
+
+def calls_by_user_turn(record: EpisodeRecord) -> list[list[list[dict[str, Any]]]]:
+    """The calls that ran, by user turn, then by policy turn (step): what a multi-turn checker reads."""
+    turns: list[list[list[dict[str, Any]]]] = []
+    for turn in record.turns:
+        if turn.user_message is not None or not turns:
+            turns.append([])
+        ran = [
+            {"name": c.name, "arguments": c.arguments}
+            for c in turn.tool_calls
+            if c.error_code not in ("UNKNOWN_TOOL", "INVALID_ARGUMENTS") and c.injected is None
+        ]
+        turns[-1].append(ran)
+    return turns
+
+
+async def _environment_verdict(session: EpisodeSession, task: Task, record: EpisodeRecord) -> Verdict:
+    """The verdict of the task's check tool, run in the environment server on the episode's calls."""
+    verifier = task.verifier
+    arguments = {**verifier.check_arguments, "turns": calls_by_user_turn(record)}
+    outcome = await session.call_as_arena(str(verifier.check_tool), arguments)
+    value = outcome.get("value")
+    if not outcome.get("ok") or not isinstance(value, dict):
+        raise ArenaCallFailed(f"check tool {verifier.check_tool} failed: {value}")
+    criteria = {str(k): bool(v) for k, v in (value.get("criteria") or {}).items()}
+    reasons = [] if value.get("valid") else [f"{value.get('error_type')}: {value.get('error_message')}"]
+    return Verdict(passed=bool(value.get("valid")), reasons=reasons, criteria=criteria)
+
+
 async def _play(session: EpisodeSession, task: Task, policy: Policy, episode: _Episode) -> None:
-    agent = policy.start(task, tool_specs(await session.list_tools()))
+    await _setup(session, task)
+    agent = policy.start(task, episode.offer(await session.list_tools()))
     record = episode.record
     try:
         while (limit := episode.out_of_budget()) is None:
             if await episode.turn(session, agent):
                 record.finished = True
+                if task.verifier.check_tool is not None:
+                    record.verdict = await _environment_verdict(session, task, record)
+                    return
                 diff = await session.diff() if task.verifier.state is not None else None
                 record.verdict = verify(task, record.answer, diff)
                 return
@@ -216,7 +297,7 @@ async def run_episode(
     try:
         async with sessions.session(task.env) as session:
             await _play(session, task, policy, _Episode(task, config, record))
-    except (InfrastructureError, PolicyUnavailable) as exc:
+    except (InfrastructureError, PolicyUnavailable, ArenaCallFailed) as exc:
         record.verdict, record.infra_error = None, str(exc)
     record.wall_s = time.perf_counter() - started
     record.failure_mode = classify(record, task)

@@ -47,6 +47,11 @@ class TaskRow(Base):
     provenance: Mapped[dict[str, Any]] = mapped_column(JSON)
     measured: Mapped[dict[str, float]] = mapped_column(JSON)
     follow_ups: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    # Multi-turn benchmark tasks (BFCL): setup calls, offered tools, tools added by turn, reference by turn.
+    setup: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
+    tools: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    added_tools: Mapped[dict[str, list[str]] | None] = mapped_column(JSON, nullable=True)
+    turn_solutions: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
 
 

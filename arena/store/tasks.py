@@ -34,7 +34,8 @@ def _row_values(task: Task) -> dict[str, Any]:
 
 def _task(row: TaskRow) -> Task:
     values = {column: getattr(row, column) for column in _COLUMNS}
-    values["follow_ups"] = values["follow_ups"] or []
+    for column, empty in (("follow_ups", []), ("setup", []), ("added_tools", {}), ("turn_solutions", [])):
+        values[column] = values[column] or empty
     return Task.model_validate(values)
 
 
