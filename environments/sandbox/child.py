@@ -205,7 +205,8 @@ def _run(request: dict) -> dict:
 
 def _run_function(request: dict) -> dict:
     """Third-party tool code (``functions.py``): the module's source with full builtins (the sandbox is
-    the boundary), then ``function(**arguments)``; ``env`` entries are set first (e.g. its data dir)."""
+    the boundary; a ``prelude`` may build them), then ``function(**arguments)``; ``env`` entries are set
+    first (e.g. its data dir)."""
     timeout = max(0.01, float(request.get("timeout_s", 5.0)))
     used = resource.getrusage(resource.RUSAGE_SELF)
     cpu = int(used.ru_utime + used.ru_stime + timeout) + 1
@@ -215,6 +216,11 @@ def _run_function(request: dict) -> dict:
     namespace = {"__name__": str(request.get("module", "tool")), "__builtins__": builtins}
     try:
         sys.stdout = sys.stderr  # its prints must not reach the protocol pipe
+        prelude = request.get("prelude")
+        if isinstance(prelude, dict):  # builds the code's builtins (e.g. seeded random/uuid stand-ins)
+            scope = {"__name__": "sandbox_prelude", "__builtins__": builtins}
+            exec(compile(str(prelude["source"]), "<prelude>", "exec"), scope)
+            namespace["__builtins__"] = scope[str(prelude["factory"])](**dict(prelude.get("arguments") or {}))
         exec(compile(str(request["source"]), f"<{name}>", "exec"), namespace)
         function = namespace.get(name)
         if not callable(function):

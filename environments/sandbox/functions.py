@@ -4,11 +4,18 @@
 no network, uid nobody, the standard library read-only, one host directory read-write (the tool's
 data files), rlimits, SIGKILL at the deadline. It is synchronous (a tool call is): a cold child per
 call, about 50-100 ms. The result comes back as JSON; the files the code changed are on the host side.
+
+A ``Prelude`` (standard-library source text, since nothing else is mounted inside) can build the
+``__builtins__`` the code runs with, e.g. seeded stand-ins for ``random`` so that replays reproduce.
+``ARENA_SANDBOX=auto`` applies the same policy as generated programs (``runner.MODE_ENV``): bubblewrap
+when it starts, else a plain child process with the same rlimits; the default ``bwrap`` never runs the
+code unsandboxed and raises ``SandboxUnavailable`` instead.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import tempfile
@@ -17,11 +24,31 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from environments.sandbox.runner import SandboxLimits, SandboxUnavailable, bwrap_command
+from environments.sandbox.runner import (
+    MODE_ENV,
+    SandboxLimits,
+    SandboxUnavailable,
+    bwrap_command,
+    process_command,
+)
 
 DATA_DIR = "/data"
 """Where ``writable_dir`` appears inside the sandbox."""
 NOBODY = 65534
+
+logger = logging.getLogger(__name__)
+_fallback: list[str] = []
+"""``auto`` mode: set once bubblewrap failed to start here (then every call runs as a plain process)."""
+
+
+@dataclass(frozen=True)
+class Prelude:
+    """Source run first in the child (full builtins): ``factory(**arguments)`` returns the builtins dict
+    the code then runs with. Standard library only."""
+
+    source: str
+    factory: str
+    arguments: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -49,15 +76,62 @@ def run_function(
     env: Mapping[str, str] | None = None,
     timeout_s: float = 10.0,
     limits: SandboxLimits | None = None,
+    module: str = "tool",
+    prelude: Prelude | None = None,
+    data_dir_env: str | None = None,
 ) -> FunctionResult:
-    """Run ``source``, then ``function(**arguments)``, sandboxed; ``SandboxUnavailable`` without bwrap."""
+    """Run ``source``, then ``function(**arguments)``, sandboxed; ``SandboxUnavailable`` without one.
+
+    ``data_dir_env`` names an environment variable set to where ``writable_dir`` is seen by the code
+    (``/data`` under bubblewrap, the directory itself in ``auto`` mode's plain process)."""
     limits = limits or SandboxLimits()
-    writable = {str(writable_dir): DATA_DIR} if writable_dir is not None else None
-    command = bwrap_command(limits, writable)
+    mode = os.environ.get(MODE_ENV, "bwrap")
+    if mode not in ("bwrap", "auto"):
+        raise SandboxUnavailable(f"{MODE_ENV}={mode!r}: use 'bwrap' (default) or 'auto'")
     if writable_dir is not None and os.geteuid() == 0:
         _hand_to_nobody(writable_dir)
-    request = {"function": function, "source": source, "arguments": dict(arguments), "timeout_s": timeout_s}
-    request["env"] = dict(env or {})
+    request: dict[str, Any] = {
+        "function": function,
+        "module": module,
+        "source": source,
+        "arguments": dict(arguments),
+        "timeout_s": timeout_s,
+    }
+    if prelude is not None:
+        request["prelude"] = {
+            "source": prelude.source,
+            "factory": prelude.factory,
+            "arguments": dict(prelude.arguments),
+        }
+    run = (function, timeout_s, limits, request, env, writable_dir, data_dir_env)
+    if not _fallback:
+        try:
+            writable = {str(writable_dir): DATA_DIR} if writable_dir is not None else None
+            return _run_child(bwrap_command(limits, writable), False, DATA_DIR, *run)
+        except SandboxUnavailable as exc:
+            if mode != "auto":
+                raise
+            logger.warning("bubblewrap unavailable here (%s); tool code runs as plain child processes", exc)
+            _fallback.append(str(exc))
+    return _run_child(process_command(limits), True, str(writable_dir), *run)
+
+
+def _run_child(
+    command: list[str],
+    plain: bool,
+    inside: str,
+    function: str,
+    timeout_s: float,
+    limits: SandboxLimits,
+    request: dict[str, Any],
+    env: Mapping[str, str] | None,
+    writable_dir: Path | None,
+    data_dir_env: str | None,
+) -> FunctionResult:
+    variables = dict(env or {})
+    if data_dir_env is not None and writable_dir is not None:
+        variables[data_dir_env] = inside
+    request = {**request, "env": variables}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
             subprocess.run(
@@ -67,6 +141,9 @@ def run_function(
                 stderr=err,
                 timeout=timeout_s + limits.kill_grace_s,
                 check=False,
+                cwd="/tmp" if plain else None,
+                env={} if plain else None,
+                start_new_session=plain,
             )
         except subprocess.TimeoutExpired:
             return FunctionResult(False, error=f"{function!r} ran longer than {timeout_s:g}s (killed)")

@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from environments.sandbox.runner import SandboxUnavailable
 from environments.sdk.environment import Environment
 from environments.sdk.errors import ErrorCode, ToolError
 from environments.sdk.state import EpisodeState
@@ -41,6 +42,7 @@ def execute_tool(
 
     Writes commit only if the tool returns normally; a raised error (typed or not) rolls the whole
     call back. A tool declared read-only never commits, and writing from one is reported as INTERNAL.
+    ``SandboxUnavailable`` (a tool whose code must run sandboxed, and no sandbox here) propagates.
     """
     spec = env.tools.get(name)
     if spec is None:
@@ -60,6 +62,8 @@ def execute_tool(
         return ToolOutcome(True, result)
     except ToolError as exc:
         return ToolOutcome(False, exc.to_payload())
+    except SandboxUnavailable:
+        raise  # infrastructure (no sandbox for the tool's code): never an outcome of the call
     except _ReadOnlyViolation:
         message = f"tool {name!r} is declared read-only but tried to write; its writes were rolled back"
         return ToolOutcome(False, {"code": str(ErrorCode.INTERNAL), "message": message})

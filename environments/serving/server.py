@@ -29,7 +29,9 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
+from mcp_types import INTERNAL_ERROR
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -151,7 +153,11 @@ class EnvServer:
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         state = self._state_for_request(ctx.request)
-        return outcome_to_result(execute_tool(self.env, state, params.name, params.arguments))
+        try:
+            outcome = execute_tool(self.env, state, params.name, params.arguments)
+        except SandboxUnavailable as exc:  # infrastructure: a JSON-RPC error, never a tool result
+            raise MCPError(INTERNAL_ERROR, f"sandbox unavailable: {str(exc)[:MAX_ERROR_CHARS]}") from None
+        return outcome_to_result(outcome)
 
     def _state_for_request(self, request: Request | None) -> EpisodeState:
         sid = request.path_params.get("sid") if request is not None else None

@@ -1,23 +1,20 @@
 """Released tool implementations as SDK tools, run against a session's files.
 
-The implementation source is untrusted. Nothing here compiles or executes it until a tool is
-*called*, which only happens inside an environment server process (``python -m
-environments.serving``), never in the arena process that loads or describes an environment.
+The implementation source is untrusted. Nothing here executes it until a tool is *called*, and then
+only in the OS sandbox (``environments.sandbox.run_function``: a fresh bubblewrap child per call, no
+network, no host files but the call's data directory, rlimits), never in the server's own process.
+Without a sandbox the call fails as an infrastructure error (``SandboxUnavailable``), never unsandboxed.
 """
 
 from __future__ import annotations
 
 import ast
-import contextlib
-import os
+import functools
 import re
-import sys
 import tempfile
-import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import CodeType
 from typing import Any
 
 from jsonschema import Draft202012Validator
@@ -25,14 +22,19 @@ from jsonschema.protocols import Validator
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy.orm import Session
 
+from environments.sandbox import run_function
+from environments.sandbox.functions import Prelude
 from environments.sdk.errors import ErrorCode, ToolError, ValidationFailed
 from environments.sdk.tools import ToolSpec
 
-from .determinism import call_seed, salt, seeded_builtins, state_digest
+from . import determinism
+from .determinism import call_seed, salt, state_digest
 from .schemas import safe_validator
 from .state import FileStateStore, changed_files
 
 DB_DIR_ENV = "MCP_DB_DIR"
+CALL_TIMEOUT_S = 10.0
+"""How long one released tool call may run in its sandbox."""
 
 _WRITE_CALLS = frozenset(
     {
@@ -69,8 +71,6 @@ _CODE_KEYWORDS: tuple[tuple[ErrorCode, tuple[str, ...]], ...] = (
     (ErrorCode.VALIDATION_ERROR, ("VALIDATION", "INVALID", "BAD_REQUEST", "MALFORMED", "REQUIRED", "MUST")),
     (ErrorCode.PRECONDITION_FAILED, ("PRECONDITION", "STATE")),
 )
-
-_exec_lock = threading.Lock()
 
 
 def static_write_reason(tree: ast.AST) -> str | None:
@@ -133,17 +133,15 @@ class ReleasedArguments(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-@contextlib.contextmanager
-def _db_dir(directory: Path) -> Iterator[None]:
-    previous = os.environ.get(DB_DIR_ENV)
-    os.environ[DB_DIR_ENV] = str(directory)
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(DB_DIR_ENV, None)
-        else:
-            os.environ[DB_DIR_ENV] = previous
+class ReleasedCodeFailed(RuntimeError):
+    """The released code raised, exited or ran past its time in its sandbox (its own defect)."""
+
+
+@functools.cache
+def _determinism_source() -> str:
+    """``determinism.py`` as text: the sandbox child runs it to build the seeded builtins (the arena
+    package is not mounted there; that module uses the standard library only)."""
+    return Path(determinism.__file__).read_text(encoding="utf-8")
 
 
 class ImplementationRunner:
@@ -160,12 +158,6 @@ class ImplementationRunner:
         self.tool_name = tool_name
         self.source = source
         self.store = store
-        self._code: CodeType | None = None
-
-    def code(self) -> CodeType:
-        if self._code is None:
-            self._code = compile(self.source, f"<{self.env_name}:{self.tool_name}>", "exec")
-        return self._code
 
     def __call__(self, db: Session, **arguments: Any) -> Any:
         snapshot = self.store.read(db)
@@ -183,24 +175,22 @@ class ImplementationRunner:
         return result
 
     def _invoke(self, directory: Path, arguments: Mapping[str, Any], seed: int) -> Any:
-        namespace: dict[str, Any] = {
-            "__name__": f"agentworld_tool_{self.tool_name}",
-            # Its imports of random/uuid/secrets/os draw from the call's seed (see ``determinism``).
-            "__builtins__": seeded_builtins(seed),
-        }
-        # Environment variables are process-wide: one released call at a time; their prints go to stderr
-        # so they can never corrupt an MCP stdio stream.
-        with _exec_lock, _db_dir(directory), contextlib.redirect_stdout(sys.stderr):
-            exec(self.code(), namespace)
-            function = namespace.get(self.tool_name)
-            if not callable(function):
-                raise RuntimeError(
-                    f"the implementation of {self.tool_name!r} defines no function of that name"
-                )
-            try:
-                return function(**arguments)
-            except SystemExit as exc:  # must not stop the server hosting every session
-                raise RuntimeError(f"{self.tool_name!r} called exit({exc.code!r})") from None
+        """One call in a fresh sandbox child: its imports of random/uuid/secrets/os draw from the call's
+        seed (``determinism``), ``MCP_DB_DIR`` is ``directory`` as seen inside, its prints go to the
+        child's stderr (never an MCP stdio stream). ``SandboxUnavailable`` propagates (infrastructure)."""
+        outcome = run_function(
+            self.source,
+            self.tool_name,
+            arguments,
+            writable_dir=directory,
+            data_dir_env=DB_DIR_ENV,
+            timeout_s=CALL_TIMEOUT_S,
+            module=f"agentworld_tool_{self.tool_name}",
+            prelude=Prelude(_determinism_source(), "seeded_builtins", {"seed": seed}),
+        )
+        if not outcome.ok:
+            raise ReleasedCodeFailed(outcome.error or "the released code failed")
+        return outcome.value
 
 
 @dataclass(frozen=True)
