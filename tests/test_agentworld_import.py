@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import shutil
 import stat
 from collections.abc import Iterator
@@ -270,7 +269,11 @@ def test_malformed_environments_are_skipped_with_a_reason(tmp_path: Path) -> Non
 async def test_loading_runs_no_released_code_and_serving_does(tmp_path: Path) -> None:
     release = _writable_copy(tmp_path / "release")
     marker = tmp_path / "executed.txt"
-    payload = f"open({str(marker)!r}, 'w').write(str(__import__('os').getpid()))\n"
+    # In-process this would write the host file; in the sandbox the host path does not exist.
+    payload = (
+        f"try:\n    open({str(marker)!r}, 'w').write(str(__import__('os').getpid()))\n"
+        "except OSError:\n    pass\n"
+    )
 
     def plant(tools: list[dict]) -> None:
         tool = next(t for t in tools if t["name"] == "get_users")
@@ -292,7 +295,7 @@ async def test_loading_runs_no_released_code_and_serving_does(tmp_path: Path) ->
         await control.aclose()
     finally:
         server.stop()
-    assert marker.read_text() == str(server.pid) != str(os.getpid()), "released code ran in the server only"
+    assert not marker.exists(), "released code ran (get_users answered) in a sandbox without host files"
 
 
 def test_cli_prints_a_table_and_one_json_line(

@@ -44,11 +44,13 @@ _fallback: list[str] = []
 @dataclass(frozen=True)
 class Prelude:
     """Source run first in the child (full builtins): ``factory(**arguments)`` returns the builtins dict
-    the code then runs with. Standard library only."""
+    the code then runs with. Standard library only; ``modules`` are imported before the child drops
+    privileges (a plain ``auto`` child as root cannot read an install under ``/root`` afterwards)."""
 
     source: str
     factory: str
     arguments: Mapping[str, Any]
+    modules: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -104,16 +106,17 @@ def run_function(
             "arguments": dict(prelude.arguments),
         }
     run = (function, timeout_s, limits, request, env, writable_dir, data_dir_env)
+    preload = prelude.modules if prelude is not None else ()
     if not _fallback:
         try:
             writable = {str(writable_dir): DATA_DIR} if writable_dir is not None else None
-            return _run_child(bwrap_command(limits, writable), False, DATA_DIR, *run)
+            return _run_child(bwrap_command(limits, writable, preload), False, DATA_DIR, *run)
         except SandboxUnavailable as exc:
             if mode != "auto":
                 raise
             logger.warning("bubblewrap unavailable here (%s); tool code runs as plain child processes", exc)
             _fallback.append(str(exc))
-    return _run_child(process_command(limits), True, str(writable_dir), *run)
+    return _run_child(process_command(limits, preload), True, str(writable_dir), *run)
 
 
 def _run_child(

@@ -24,7 +24,7 @@ import shutil
 import signal
 import sys
 from collections import deque
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,9 +100,12 @@ def _root_dirs() -> list[str]:
     return args
 
 
-def bwrap_command(limits: SandboxLimits, writable: Mapping[str, str] | None = None) -> list[str]:
+def bwrap_command(
+    limits: SandboxLimits, writable: Mapping[str, str] | None = None, preload: Sequence[str] = ()
+) -> list[str]:
     """The command line that starts one sandboxed child; ``writable`` maps host directories to the
-    places they are bound read-write inside (nothing else is writable but the tmpfs)."""
+    places they are bound read-write inside (nothing else is writable but the tmpfs); ``preload`` names
+    standard-library modules the child imports before it drops privileges."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SandboxUnavailable(
@@ -147,12 +150,15 @@ def bwrap_command(limits: SandboxLimits, writable: Mapping[str, str] | None = No
         "-B",
         SANDBOX_CHILD,
         str(limits.address_space_mb),
+        *([",".join(preload)] if preload else []),
     ]
 
 
-def process_command(limits: SandboxLimits) -> list[str]:
-    """``auto`` mode's fallback inside a container: the child alone (its own process, rlimits, pipes)."""
-    return [os.path.realpath(sys.executable), "-I", "-S", "-B", str(CHILD), str(limits.address_space_mb)]
+def process_command(limits: SandboxLimits, preload: Sequence[str] = ()) -> list[str]:
+    """``auto`` mode's fallback inside a container: the child alone (its own process, rlimits, pipes).
+    Once it is uid nobody it imports only what that uid can read: ``preload`` is imported before."""
+    command = [os.path.realpath(sys.executable), "-I", "-S", "-B", str(CHILD), str(limits.address_space_mb)]
+    return command + ([",".join(preload)] if preload else [])
 
 
 class _TooLong(Exception):

@@ -35,6 +35,13 @@ from .state import FileStateStore, changed_files
 DB_DIR_ENV = "MCP_DB_DIR"
 CALL_TIMEOUT_S = 10.0
 """How long one released tool call may run in its sandbox."""
+PRELOAD = (
+    *("__future__", "builtins", "hashlib", "json", "os", "random", "secrets", "uuid", "typing", "types"),
+    *("collections.abc", "base64", "csv", "datetime", "re", "pathlib", "sqlite3", "copy", "math"),
+)
+"""Imported in the sandbox child before it drops privileges: ``determinism``'s modules and those the
+released tools commonly use (a plain ``auto`` child can import only these where Python lives in a
+directory uid nobody cannot read)."""
 
 _WRITE_CALLS = frozenset(
     {
@@ -186,7 +193,7 @@ class ImplementationRunner:
             data_dir_env=DB_DIR_ENV,
             timeout_s=CALL_TIMEOUT_S,
             module=f"agentworld_tool_{self.tool_name}",
-            prelude=Prelude(_determinism_source(), "seeded_builtins", {"seed": seed}),
+            prelude=Prelude(_determinism_source(), "seeded_builtins", {"seed": seed}, PRELOAD),
         )
         if not outcome.ok:
             raise ReleasedCodeFailed(outcome.error or "the released code failed")
