@@ -171,3 +171,34 @@ def test_without_bubblewrap_a_call_is_an_infrastructure_error(
     monkeypatch.setenv("ARENA_SANDBOX", "off")
     with pytest.raises(SandboxUnavailable, match="ARENA_SANDBOX"):
         harness.outcome("count")
+
+
+async def test_a_server_without_bubblewrap_answers_503_and_a_protocol_error(
+    imported: Path, tmp_path: Path
+) -> None:
+    """Over the control plane 503, over MCP a JSON-RPC error: the arena sees infrastructure, not a
+    tool result it would score."""
+    from mcp.shared.exceptions import MCPError
+
+    from arena.runtime.mcp_http import McpHttpClient
+    from environments.importers.agentworld.store import IMPORTED_DIR_ENV
+    from environments.serving.control import ControlError
+    from environments.serving.process import ServerProcess
+
+    no_bwrap = {IMPORTED_DIR_ENV: str(imported), "PATH": str(tmp_path)}
+    server = ServerProcess("agentworld/0000001", extra_env=no_bwrap).start()
+    try:
+        control = server.control()
+        lean = McpHttpClient(server.base_url)
+        try:
+            sid = await control.create_session()
+            with pytest.raises(ControlError) as refused:
+                await control.call(sid, "count", {})
+            assert refused.value.status == 503 and "bubblewrap" in str(refused.value)
+            with pytest.raises(MCPError, match="sandbox unavailable"):
+                await lean.call_tool(sid, "count", {})
+        finally:
+            await lean.aclose()
+            await control.aclose()
+    finally:
+        server.stop()
