@@ -73,7 +73,7 @@ TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
-def _write_release(folder: Path) -> None:
+def write_release(folder: Path) -> None:
     env_id = "0000001"
     (folder / env_id).mkdir(parents=True)
     (folder / "questions").mkdir()
@@ -102,7 +102,7 @@ def _write_release(folder: Path) -> None:
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("hostile")
-    _write_release(base / "environment_mix")
+    write_release(base / "environment_mix")
     report = import_directory(base / "environment_mix", base / "imported", replay=False, progress=False)
     assert [r.env_id for r in report.imported] == ["0000001"]
     return base / "imported"
