@@ -97,9 +97,9 @@ def measure(calls: int) -> list[Row]:
             baseline_name="in-process",
             baseline=base_row.p50,
         ),
-        Row("CPU per call, in-process (server)", base_cpu),
+        Row("server CPU per call, in-process", base_cpu),
         Row(
-            "CPU per call, sandboxed (server + child)",
+            "server CPU per call, sandboxed",
             boxed_cpu,
             baseline_name="in-process",
             baseline=base_cpu,
