@@ -43,7 +43,18 @@ ONLINE_BASE = "docker.io/library/python:3.11-slim"
 REGISTRY_PROBE = ("registry-1.docker.io", 443)
 DEBIAN_MIRROR = os.environ.get("ARENA_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 SERVER_PACKAGES = frozenset(
-    {"mcp", "sqlalchemy", "pydantic", "starlette", "uvicorn", "httpx", "jsonschema", "rich"}
+    {
+        "mcp",
+        "sqlalchemy",
+        "pydantic",
+        "starlette",
+        "uvicorn",
+        "httptools",
+        "httpx",
+        "jsonschema",
+        "rich",
+        "regex",
+    }
 )
 """The only runtime dependencies of ``python -m environments.serving`` (not ray, hydra, docker...)."""
 PROJECT_PACKAGES = ("arena", "environments", "task_synth", "trainers")
