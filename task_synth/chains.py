@@ -169,8 +169,7 @@ async def sample_chain(
     first = await runner.call(start.name, arguments)
     if not first.ok or first.empty:
         return None
-    if not first.remembered:
-        profile.observe(start.name, first.value)
+    profile.observe(start.name, first.value)  # also when remembered: what is learned cannot hang on timing
     chain = Chain([CallStep(tool=start.name, arguments=arguments)], [first.value], [StepInfo(None)])
 
     def out_edges(mutation: bool) -> list[Edge]:
@@ -219,8 +218,7 @@ async def _extend(
         outcome = await runner.call(tool.name, literal)
         if not outcome.ok or outcome.empty:
             continue
-        if not outcome.remembered:
-            profile.observe(tool.name, outcome.value)
+        profile.observe(tool.name, outcome.value)
         chain.steps.append(
             CallStep(
                 tool=tool.name,

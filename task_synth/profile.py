@@ -88,6 +88,20 @@ class EnvProfile(BaseModel):
         if profile.kind == "mutation" and found and len(scalar_fields(found[0])) >= 3:
             profile.kind = "both"
 
+    def absorb(self, other: EnvProfile) -> None:
+        """Take in what ``other``, a copy of this profile that observed outputs on its own, learned."""
+        for name, learned in other.tools.items():
+            tool = self.tools[name]
+            tool.returns_list |= learned.returns_list
+            tool.output_fields = sorted({*tool.output_fields, *learned.output_fields})
+            if tool.kind == "mutation" and learned.kind == "both":
+                tool.kind = "both"
+        for key, values in other.values.items():
+            pool = self.values.setdefault(key, [])
+            for value in values:
+                if value not in pool and len(pool) < MAX_VALUES_PER_FIELD:
+                    pool.append(value)
+
     def add_values(self, fields: Mapping[str, Any], entity: str | None = None) -> None:
         for name, value in fields.items():
             if value is None or not is_scalar(value) or (isinstance(value, str) and len(value) > 80):

@@ -4,7 +4,10 @@ Per attempt: pick the level furthest behind its quota and a task kind from that 
 chain (graph/state tasks) or a program in a *walk* session; word it; replay the reference solution in
 a second, freshly reset *check* session and keep only what is stable; build the verifier; check that
 the replayed reference passes it and that every wrong-answer/wrong-state probe fails it; drop
-duplicates. Several workers run concurrently, each with its own pair of sessions.
+duplicates. Attempts run in rounds of ``WORKERS`` concurrent attempts, each in its own pair of
+sessions, with its own random stream and its own copy of the profile; a round's outcomes are then taken
+in attempt order (quota, duplicates, what the profile learned), so the same seed gives the same tasks
+whatever order the environment's answers arrive in.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import math
 import random
 from collections import Counter
 from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,11 +130,12 @@ def _pick_kind(level: int, knobs: Knobs, rng: random.Random) -> TaskKind:
     return rng.choices(list(mix), weights=list(mix.values()))[0]
 
 
-async def _draft(run: _Run, walk: LeaseRunner, level: int, rng: random.Random) -> _Draft | str:
+async def _draft(
+    run: _Run, profile: EnvProfile, walk: LeaseRunner, level: int, rng: random.Random
+) -> _Draft | str:
     """Sample and word one candidate; a string is the reason it was dropped."""
     knobs = knobs_for(level)
     kind = _pick_kind(level, knobs, rng)
-    profile = run.profile
     await walk.reset()
     if kind is TaskKind.PROGRAM and run.llm is not None:
         written = await draft_program(run.llm, profile, knobs, walk, rng)
@@ -203,11 +208,16 @@ def _unstable_columns(first: dict[str, Any], second: dict[str, Any]) -> list[str
 
 
 async def _finish(
-    run: _Run, check: LeaseRunner, probe: LeaseRunner, draft: _Draft, level: int, rng: random.Random
+    run: _Run,
+    profile: EnvProfile,
+    check: LeaseRunner,
+    probe: LeaseRunner,
+    draft: _Draft,
+    level: int,
+    rng: random.Random,
 ) -> Task | str:
     """Replay, build the verifier, verify the reference, probe with wrong answers; a string is why it
     was dropped."""
-    profile = run.profile
     literals = literal_values(draft.solution.steps)
     if reason := leaks(draft.request, draft.first_answer, profile, literals):
         return f"request {reason}"
@@ -301,38 +311,89 @@ async def _finish(
     return task
 
 
-async def _worker(
-    pool: SessionProvider, run: _Run, index: int, progress: Callable[[int], None] | None
+@dataclass
+class _Slot:
+    """One concurrent attempt's sessions: a walk session and a check session (also used for probes)."""
+
+    walk: LeaseRunner
+    check: LeaseRunner
+    probe: LeaseRunner
+
+
+async def _attempt(run: _Run, slot: _Slot, index: int, level: int) -> tuple[Task | str, EnvProfile]:
+    """Attempt ``index`` at ``level``: its outcome and what its copy of the profile learned. Its random
+    stream depends on the seed and the index only."""
+    rng = random.Random(f"{run.seed}:{index}")
+    profile = run.profile.model_copy(deep=True)
+    draft = await _draft(run, profile, slot.walk, level, rng)
+    if isinstance(draft, str):
+        return draft, profile
+    return await _finish(run, profile, slot.check, slot.probe, draft, level, rng), profile
+
+
+def _plan(run: _Run, slots: int) -> list[int]:
+    """The levels of the next round's attempts, from what is kept and tried so far."""
+    levels: list[int] = []
+    while len(levels) < slots and not run.done:
+        level = run.next_level()
+        if level is None:
+            break
+        run.result.attempts += 1
+        run.tried_per_level[level] += 1
+        levels.append(level)
+    return levels
+
+
+def _take(run: _Run, outcome: Task | str, level: int, progress: Callable[[int], None] | None) -> None:
+    """Count one attempt's outcome, in attempt order: keep a task while its level's quota is open."""
+    if isinstance(outcome, Task):
+        if outcome.request in run.requests:
+            outcome = "duplicate request"
+        elif signature(outcome) in run.signatures:
+            outcome = "near-duplicate"
+    if isinstance(outcome, str):
+        run.result.dropped[outcome] += 1
+        return
+    if len(run.result.tasks) >= run.n or run.kept_per_level[level] >= run.quota:
+        return
+    run.signatures.add(signature(outcome))
+    run.requests.add(outcome.request)
+    run.kept_per_level[level] += 1
+    run.result.tasks.append(outcome)
+    if progress is not None:
+        progress(1)
+
+
+async def _rounds(
+    pool: SessionProvider, run: _Run, progress: Callable[[int], None] | None, stack: AsyncExitStack
 ) -> None:
-    rng = random.Random(run.seed * 1_000 + index)
     mutating = run.profile.mutating
-    async with pool.session(run.ref) as walk_lease, pool.session(run.ref) as check_lease:
-        walk = LeaseRunner(walk_lease, mutating, memo=run.seed_memo)
-        check = LeaseRunner(check_lease, mutating)
+    slots: list[_Slot] = []
+    for _ in range(WORKERS):
+        walk_lease = await stack.enter_async_context(pool.session(run.ref))
+        check_lease = await stack.enter_async_context(pool.session(run.ref))
         # Wrong-state probes only need *a* wrong state: their reads at the seed state may come from the
         # memo. The reference replay above them never does. Both start with a forced reset.
-        probe = LeaseRunner(check_lease, mutating, memo=run.seed_memo)
-        while not run.done:
-            level = run.next_level()
-            if level is None:
-                return
-            run.result.attempts += 1
-            run.tried_per_level[level] += 1
-            draft = await _draft(run, walk, level, rng)
-            outcome = draft if isinstance(draft, str) else await _finish(run, check, probe, draft, level, rng)
-            if isinstance(outcome, str):
-                run.result.dropped[outcome] += 1
-                continue
-            if run.done or run.kept_per_level[level] >= run.quota:
-                return
-            run.signatures.add(signature(outcome))
-            run.requests.add(outcome.request)
-            run.kept_per_level[level] += 1
-            run.result.tasks.append(outcome)
-            if progress is not None:
-                progress(1)
-            if run.result.attempts % 25 == 0:
-                run.graph = ToolGraph.build(run.profile)
+        slots.append(
+            _Slot(
+                walk=LeaseRunner(walk_lease, mutating, memo=run.seed_memo),
+                check=LeaseRunner(check_lease, mutating),
+                probe=LeaseRunner(check_lease, mutating, memo=run.seed_memo),
+            )
+        )
+    while levels := _plan(run, len(slots)):
+        first = run.result.attempts - len(levels)
+        outcomes = await asyncio.gather(
+            *(
+                _attempt(run, slot, first + i, level)
+                for i, (slot, level) in enumerate(zip(slots, levels, strict=False))
+            )
+        )
+        for level, (outcome, learned) in zip(levels, outcomes, strict=True):
+            run.profile.absorb(learned)
+            _take(run, outcome, level, progress)
+        if first // 25 != run.result.attempts // 25:
+            run.graph = ToolGraph.build(run.profile)
 
 
 async def load_profile(
@@ -377,6 +438,7 @@ async def synthesize(
     ``provenance.env_source``)."""
     profile = await load_profile(pool, env, seed=seed, profile_cache=profile_cache, save_profile=save_profile)
     run = _Run(env, profile, n, levels, seed, llm)
-    await asyncio.gather(*(_worker(pool, run, i, progress) for i in range(WORKERS)))
+    async with AsyncExitStack() as stack:
+        await _rounds(pool, run, progress, stack)
     run.result.tasks.sort(key=lambda t: (t.difficulty, t.id))
     return run.result

@@ -11,7 +11,7 @@ import pytest
 import pytest_asyncio
 
 from arena.policies.openai_compat import OpenAIPolicy, PolicyConfig
-from arena.policies.scripted import RandomPolicy, ReferencePolicy
+from arena.policies.scripted import MAX_RETRIES, RandomPolicy, ReferencePolicy
 from arena.rollout.conversation import messages_of
 from arena.rollout.episode import SYSTEM_PROMPT, EpisodeConfig, run_episode
 from arena.rollout.failure import classify
@@ -169,7 +169,13 @@ async def test_injected_faults_are_scored_and_reported_apart_from_infra_errors(
 async def test_reference_policy_solves_and_survives_transient_faults_random_does_not(pool: EnvPool) -> None:
     synthesized = (await synthesize(pool, "library", n=4, levels=[1, 3], seed=11)).tasks
     tasks = [await hold_task(pool), *synthesized]
-    flaky = EpisodeConfig(faults=FaultConfig(error_rate=0.3, seed=3))
+    # Room for every call to be retried MAX_RETRIES times, then the answer: the retries are under test,
+    # not the default turn limit (a 7-call program at 30% faults can need 15 turns).
+    calls = max(
+        max(len(t.solution.steps), int(t.measured.get("chain_length", 0))) for t in tasks if t.solution
+    )
+    turns = (MAX_RETRIES + 1) * calls + 1
+    flaky = EpisodeConfig(max_turns=turns, faults=FaultConfig(error_rate=0.3, seed=3))
     reference: list[EpisodeRecord] = [await run_episode(pool, t, ReferencePolicy(), flaky) for t in tasks]
     assert all(e.passed for e in reference), [(e.task_id, e.verdict) for e in reference]
     assert sum(e.metrics()["injected_faults"] for e in reference) > 0

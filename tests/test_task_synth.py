@@ -251,12 +251,14 @@ async def test_answer_keys_are_tied_to_one_call_and_wording_reads_plainly(pool: 
             assert f"the {entity}'s {entity} " not in task.request, task.request
         steps = task.solution.steps
         if task.kind is TaskKind.GRAPH and all(isinstance(s, CallStep) for s in steps):
-            # The measure can fail: a second identical call makes an untied key ambiguous.
-            key, ref = next(iter(task.solution.answer.items()))
+            # The measure can fail: a second identical call makes every key of that call ambiguous
+            # (from level 3 a call gives two keys).
+            ref = next(iter(task.solution.answer.values()))
             if "when you" in task.request or "time you" in task.request:
                 continue
             doubled = task.solution.model_copy(update={"steps": [*steps, steps[ref.step]]})
-            assert untied_keys(task.model_copy(update={"solution": doubled}), profile) == [key]
+            of_call = [k for k, r in task.solution.answer.items() if r.step == ref.step]
+            assert untied_keys(task.model_copy(update={"solution": doubled}), profile) == of_call
             measured += 1
     assert measured
 
@@ -277,3 +279,13 @@ def test_field_labels_and_written_numbers_read_like_a_person() -> None:
         {"pet_id": 3, "weight_kg": 35.86, "age": 12, "note": "x"}, refs, pet, random.Random(0)
     )
     assert moved["weight_kg"] in (3.6, 4.4) and moved["age"] in (4, 6) and moved["note"] == "x"
+
+
+@module_loop
+async def test_the_same_seed_synthesizes_the_same_tasks(pool: EnvPool) -> None:
+    """Concurrent attempts must not race: whatever order the environment answers in, a seed gives one
+    task set (before the fix, airline seed 11 gave 11 different sets in 16 runs under load)."""
+    runs = [await synthesize(pool, "airline", n=15, levels=[1, 2, 3, 4, 5], seed=11) for _ in range(3)]
+    ids = [[t.id for t in r.tasks] for r in runs]
+    assert len(ids[0]) == 15 and ids[1] == ids[0] and ids[2] == ids[0]
+    assert [r.attempts for r in runs] == [runs[0].attempts] * 3
