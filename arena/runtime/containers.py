@@ -37,7 +37,6 @@ DNS-rebinding guard only accepts ``localhost:<port>`` Host headers, so one must 
 LOG_TAIL_LINES = 40
 POLL_INTERVAL = 0.02
 STATE_CHECK_INTERVAL = 0.25
-EXIT_LOG_WAIT_S = 2.0
 
 
 class ContainerStartError(RuntimeError):
@@ -142,7 +141,10 @@ def container_alive(container: Container) -> bool:
 def logs_tail(container: Container, lines: int = LOG_TAIL_LINES) -> str:
     """The last ``lines`` lines of the container's output (empty when it is gone)."""
     try:
-        return container.logs(tail=lines).decode(errors="replace")
+        tail = container.logs(tail=lines)
+        if not tail.strip():  # Podman's Docker API sometimes answers a tail request with a bare newline
+            tail = b"\n".join(container.logs().splitlines()[-lines:])
+        return tail.decode(errors="replace")
     except NotFound:
         return ""
 
@@ -177,20 +179,12 @@ def wait_ready(container: Container, socket_path: Path, timeout: float = 30.0) -
             time.sleep(POLL_INTERVAL)
 
 
-def _exit_log(container: Container) -> str:
-    """The log tail of a container that just exited: the engine may flush its last lines a moment later."""
-    deadline = time.monotonic() + EXIT_LOG_WAIT_S
-    while not (tail := logs_tail(container)) and time.monotonic() < deadline:
-        time.sleep(POLL_INTERVAL * 5)
-    return tail
-
-
 def _raise_if_exited(container: Container) -> None:
     if not container_alive(container):
         code = container.attrs.get("State", {}).get("ExitCode")
         raise ContainerStartError(
             f"container {container.name} exited (code {code}) before it was healthy; "
-            f"log tail:\n{_exit_log(container)}"
+            f"log tail:\n{logs_tail(container)}"
         )
 
 
