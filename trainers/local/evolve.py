@@ -37,6 +37,21 @@ def trainer_config(trainer: dict[str, Any], policy: dict[str, Any]) -> TrainerCo
     return TrainerConfig(**(values | {"device": device}))
 
 
+def current_policy(trainer: GRPOTrainer, *, greedy: bool) -> HFPolicy:
+    """A policy playing ``trainer``'s current weights (greedy for evaluation, else its sampling)."""
+    config = trainer.policy.config
+    if greedy:
+        config = dataclasses.replace(config, temperature=0.0)
+    return HFPolicy(trainer.model, trainer.tokenizer, config)
+
+
+def sft_on(
+    trainer: GRPOTrainer, examples: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]
+) -> dict[str, Any]:
+    """SFT ``trainer`` on (messages, tools) conversations; its raw metrics."""
+    return trainer.sft([SFTExample(messages, tools) for messages, tools in examples])
+
+
 class LocalRoundTrainer:
     """``GRPOTrainer`` behind the loop's ``RoundTrainer`` protocol: ``steps_per_round`` GRPO steps per
     round, each on the next ``tasks_per_step`` tasks, a checkpoint after each."""
@@ -45,15 +60,12 @@ class LocalRoundTrainer:
         self.trainer, self.steps_per_round = trainer, steps_per_round
 
     def policy(self, *, greedy: bool) -> HFPolicy:
-        config = self.trainer.policy.config
-        if greedy:
-            config = dataclasses.replace(config, temperature=0.0)
-        return HFPolicy(self.trainer.model, self.trainer.tokenizer, config)
+        return current_policy(self.trainer, greedy=greedy)
 
     def warm_start(
         self, examples: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]
     ) -> dict[str, float]:
-        metrics = self.trainer.sft([SFTExample(messages, tools) for messages, tools in examples])
+        metrics = sft_on(self.trainer, examples)
         return {k: v for k, v in metrics.items() if isinstance(v, int | float)} | {
             "final_epoch_loss": float(metrics["epoch_loss"][-1])
             if metrics.get("epoch_loss")

@@ -12,7 +12,6 @@ on the driver with the local trainer's code (``trainers.local``): verl's SFT tra
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,8 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from arena.policies.hf import HFPolicy
 from arena.rollout.episode import EpisodeConfig, SessionProvider
 from task_synth.model import Task
-from trainers.local.evolve import trainer_config
-from trainers.local.sft import SFTExample
+from trainers.local.evolve import current_policy, sft_on, trainer_config
 from trainers.local.trainer import GRPOTrainer
 from trainers.verl.dataset import export
 from trainers.verl.launch import connect, ensure_pool, verl_config
@@ -79,15 +77,12 @@ class VerlRoundTrainer:
         self.cluster_address = ((trainer.get("verl") or {}).get("cluster") or {}).get("address")
 
     def policy(self, *, greedy: bool) -> HFPolicy:
-        config = self.local.policy.config
-        if greedy:
-            config = dataclasses.replace(config, temperature=0.0)
-        return HFPolicy(self.local.model, self.local.tokenizer, config)
+        return current_policy(self.local, greedy=greedy)
 
     def warm_start(
         self, examples: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]
     ) -> dict[str, float]:
-        metrics = self.local.sft([SFTExample(messages, tools) for messages, tools in examples])
+        metrics = sft_on(self.local, examples)
         return {k: float(v) for k, v in metrics.items() if isinstance(v, int | float)}
 
     async def train_round(
