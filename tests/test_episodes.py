@@ -3,6 +3,7 @@ token budget, injected faults, failure modes and the scripted baselines."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -199,3 +200,13 @@ def test_an_answer_after_only_malformed_calls_is_a_format_error() -> None:
     assert classify(record, task) is FailureMode.PREMATURE_ANSWER
     record.finished = False
     assert classify(record, task) is FailureMode.NO_FINAL_ANSWER
+
+
+@module_loop
+async def test_reference_solver_is_cancelled_when_a_turn_limit_cuts_the_episode_short(pool: EnvPool) -> None:
+    task = await hold_task(pool)
+    record = await run_episode(pool, task, ReferencePolicy(), EpisodeConfig(max_turns=1))
+    assert not record.passed and record.verdict is not None
+    await asyncio.sleep(0)  # let the cancellation be delivered
+    solvers = [t for t in asyncio.all_tasks() if "_ReferenceEpisode._solve" in repr(t.get_coro())]
+    assert [t for t in solvers if not t.done()] == []

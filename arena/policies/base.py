@@ -10,7 +10,7 @@ model, verl's server) also hand back the token-level trajectory a trainer needs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from task_synth.model import Task
 
@@ -76,6 +76,14 @@ class PolicyEpisode(Protocol):
     def trajectory(self) -> TokenTrajectory | None:
         """The token-level trajectory so far (token policies), else None."""
         ...
+
+
+@runtime_checkable
+class ClosingPolicyEpisode(Protocol):
+    """A policy episode holding work of its own (a solver task) that must be released when the episode
+    ends, also when a limit cuts it short; the episode loop calls ``close`` then."""
+
+    def close(self) -> None: ...
 
 
 class Policy(Protocol):

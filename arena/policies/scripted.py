@@ -101,6 +101,11 @@ class _ReferenceEpisode:
     def trajectory(self) -> TokenTrajectory | None:
         return None
 
+    def close(self) -> None:
+        """Cancel the solver when the episode ended before it did (a turn or token limit)."""
+        if self._solving is not None and not self._solving.done():
+            self._solving.cancel()
+
 
 class _TurnReferenceEpisode:
     """A multi-turn task's reference: user turn k's calls, one per policy turn, then an empty answer."""

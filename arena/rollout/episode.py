@@ -20,7 +20,14 @@ from typing import Any, Protocol
 
 import mcp_types as types
 
-from arena.policies.base import Policy, PolicyEpisode, PolicyRefused, PolicyUnavailable, ToolCall
+from arena.policies.base import (
+    ClosingPolicyEpisode,
+    Policy,
+    PolicyEpisode,
+    PolicyRefused,
+    PolicyUnavailable,
+    ToolCall,
+)
 from arena.rollout.conversation import assistant_message, format_error_message, tool_message
 from arena.rollout.failure import classify
 from arena.rollout.faults import FaultConfig, FaultInjector
@@ -280,6 +287,8 @@ async def _play(session: EpisodeSession, task: Task, policy: Policy, episode: _E
         record.verdict = Verdict(passed=False, reasons=[str(exc)])
     finally:
         record.trajectory = agent.trajectory()
+        if isinstance(agent, ClosingPolicyEpisode):
+            agent.close()
 
 
 async def run_episode(
