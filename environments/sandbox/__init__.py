@@ -4,7 +4,15 @@ short-lived process per run.
 See ``environments/sandbox/runner.py`` and ``docs/security.md``.
 """
 
-from environments.sandbox.functions import FunctionResult, run_function
+from environments.sandbox.functions import FunctionResult, Running, run_function
 from environments.sandbox.runner import ProgramRun, Sandbox, SandboxLimits, SandboxUnavailable
 
-__all__ = ["FunctionResult", "ProgramRun", "Sandbox", "SandboxLimits", "SandboxUnavailable", "run_function"]
+__all__ = [
+    "FunctionResult",
+    "ProgramRun",
+    "Running",
+    "Sandbox",
+    "SandboxLimits",
+    "SandboxUnavailable",
+    "run_function",
+]

@@ -188,7 +188,10 @@ class EnvServer:
         async with self.session(sid) as state:
             if spec is None or not spec.blocking:
                 return execute_tool(self.env, state, name, arguments)
-            return await anyio.to_thread.run_sync(execute_tool, self.env, state, name, arguments)
+            outcome = await anyio.to_thread.run_sync(execute_tool, self.env, state, name, arguments)
+            if self.store.states.get(sid) is not state:  # closed meanwhile (its child killed): 404
+                raise StateError(f"session {sid!r} was closed during the call")
+            return outcome
 
     def default_state(self) -> EpisodeState:
         """The shared state of ``/mcp`` and stdio, created on first use."""
