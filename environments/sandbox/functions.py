@@ -66,8 +66,10 @@ class FunctionResult:
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    """SIGKILL the child's process group, unless it was reaped (its id may be another's by now)."""
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 class Running:
@@ -199,7 +201,6 @@ def _run_child(
             proc.wait()
             return FunctionResult(False, error=f"{function!r} ran longer than {timeout_s:g}s (killed)")
         finally:
-            _kill(proc)  # whatever it left behind in its process group
             if running is not None:
                 running.detach(proc)
         out.seek(0)
