@@ -24,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import METHOD_NOT_FOUND
 
 from arena.runtime.mcp_http import McpHttpClient
+from environments.sdk.execution import execute_tool
 from environments.sdk.testing import EnvHarness
 from environments.serving.control import ControlClient, ControlError
 from environments.serving.process import ServerProcess
@@ -222,3 +223,20 @@ def test_the_bfcl_child_dies_with_its_session_and_on_reset(harness: EnvHarness) 
     assert second not in (None, first)
     harness.close()
     assert not Path(f"/proc/{second}").exists()
+
+
+def test_sessions_take_children_started_ahead_each_once(harness: EnvHarness) -> None:
+    from environments.bfcl import sandboxed
+
+    deadline = time.monotonic() + 20
+    while len(sandboxed._warm._ready) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ready = list(sandboxed._warm._ready)
+    assert len(ready) == 2 and all(w.alive for w in ready)
+    taken = []
+    for _ in range(2):
+        state = harness.store.create()
+        execute_tool(harness.env, state, "bfcl_load_scenario", {"entry_id": "multi_turn_base_0"})
+        taken.append(state.resources["bfcl"])
+    assert taken == ready, "each session got one of the children started ahead, none twice"
+    assert harness.state.resources["bfcl"] not in taken

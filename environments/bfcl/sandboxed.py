@@ -6,7 +6,8 @@ read-only, imports the backend modules once, and runs ``environments/bfcl/worker
 sends the backend's pickled instance from the session's rows and gets the result and, when it changed,
 the new pickle and canonical state back; this process never unpickles what the child returns. The
 child is killed at each call's deadline, on reset and when the session closes; the next call starts a
-fresh one (nothing is lost: the rows are the truth).
+fresh one (nothing is lost: the rows are the truth). Each server process keeps ``WARM`` children started
+ahead, so a session's first call rarely waits for one; a child serves one session only.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from environments.bfcl import worker as bfcl_worker
 from environments.bfcl.package import require
-from environments.sandbox.worker import Worker, WorkerError, WorkerFailed
+from environments.sandbox.worker import WarmWorkers, Worker, WorkerError, WorkerFailed
 from environments.sdk.errors import ErrorCode, ToolError
 
 RESOURCE = "bfcl"
@@ -30,6 +31,8 @@ CALL_TIMEOUT_S = 10.0
 """How long one backend call may run in the session's child."""
 LOAD_TIMEOUT_S = 30.0
 CHECK_TIMEOUT_S = 60.0
+WARM = 2
+"""Children started ahead of sessions in each server process (each serves one session, then dies)."""
 PACKAGE_INSIDE = "/opt/bfcl"
 LIBRARY_INSIDE = "/opt/pylib"
 
@@ -58,6 +61,9 @@ def new_worker() -> Worker:
     )
 
 
+_warm = WarmWorkers(WARM)
+
+
 def session_worker(db: Session) -> Worker:
     """The child of the session ``db`` belongs to (closed with the session and on its reset)."""
     episode = db.info.get("episode")
@@ -65,7 +71,7 @@ def session_worker(db: Session) -> Worker:
         raise RuntimeError("BFCL tools run through execute_tool on an episode state")
     found = episode.resources.get(RESOURCE)
     if found is None:
-        found = episode.resources[RESOURCE] = new_worker()
+        found = episode.resources[RESOURCE] = _warm.take(new_worker())
     return found
 
 

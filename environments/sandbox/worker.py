@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
@@ -82,6 +83,35 @@ class Worker:
         self._stderr: IO[bytes] | None = None
         self._buffer = bytearray()
         self._lock = threading.Lock()
+
+    def key(self) -> tuple[Any, ...]:
+        """What makes two workers interchangeable before their first request."""
+        config = (self.source, self.name, self.limits, sorted(self.readonly.items()), self.path)
+        return (*config, self.plain_path, self.preload, self.max_message_bytes, os.environ.get(MODE_ENV))
+
+    def clone(self) -> Worker:
+        """A new, unstarted worker configured like this one."""
+        return Worker(
+            self.source,
+            name=self.name,
+            limits=self.limits,
+            readonly=self.readonly,
+            path=self.path,
+            plain_path=self.plain_path,
+            preload=self.preload,
+            max_message_bytes=self.max_message_bytes,
+        )
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> None:
+        """Start the child now unless it runs (``SandboxUnavailable`` when none starts)."""
+        with self._lock:
+            if not self.alive:
+                self._reap()
+                self._start()
 
     @property
     def pid(self) -> int | None:
@@ -256,3 +286,47 @@ class Worker:
         self.interrupt()
         with self._lock:
             self._reap()
+
+
+class WarmWorkers:
+    """Workers started ahead of use on a background thread, so a session's first request does not wait
+    for a child to start; each is handed out once (to one session) and never returns here."""
+
+    def __init__(self, size: int = 2) -> None:
+        self.size = size
+        self._ready: deque[Worker] = deque()
+        self._starting = 0
+        self._lock = threading.Lock()
+        self._failed = False
+
+    def take(self, worker: Worker) -> Worker:
+        """A started worker interchangeable with ``worker`` if one is ready, else ``worker`` itself (not
+        started); starts replacements in the background."""
+        key, found, stale = worker.key(), None, []
+        with self._lock:
+            while self._ready and found is None:
+                candidate = self._ready.popleft()
+                if candidate.key() == key and candidate.alive:
+                    found = candidate
+                else:
+                    stale.append(candidate)
+            missing = 0 if self._failed else max(0, self.size - len(self._ready) - self._starting)
+            self._starting += missing
+        for old in stale:
+            old.close()
+        for _ in range(missing):
+            threading.Thread(target=self._fill, args=(worker.clone(),), daemon=True).start()
+        return found or worker
+
+    def _fill(self, worker: Worker) -> None:
+        try:
+            worker.start()
+        except SandboxUnavailable:
+            worker.close()
+            with self._lock:
+                self._starting -= 1
+                self._failed = True  # the session's own request reports why
+            return
+        with self._lock:
+            self._starting -= 1
+            self._ready.append(worker)
