@@ -213,16 +213,24 @@ def test_a_hung_bfcl_backend_is_killed_and_the_session_goes_on(
     assert getattr(harness.state.resources["bfcl"], "starts", None) == 2
 
 
+def _gone(pid: int) -> bool:
+    """Whether the process ended and was reaped (reaping happens on a background thread)."""
+    deadline = time.monotonic() + 3
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return not Path(f"/proc/{pid}").exists()
+
+
 def test_the_bfcl_child_dies_with_its_session_and_on_reset(harness: EnvHarness) -> None:
     first = getattr(harness.state.resources["bfcl"], "pid", None)
     assert first is not None and Path(f"/proc/{first}").exists()
     harness.state.reset()
-    assert "bfcl" not in harness.state.resources and not Path(f"/proc/{first}").exists()
+    assert "bfcl" not in harness.state.resources and _gone(first)
     harness.call("bfcl_load_scenario", entry_id="multi_turn_base_0")
     second = getattr(harness.state.resources["bfcl"], "pid", None)
     assert second not in (None, first)
     harness.close()
-    assert not Path(f"/proc/{second}").exists()
+    assert _gone(second)
 
 
 def test_sessions_take_children_started_ahead_each_once(harness: EnvHarness) -> None:

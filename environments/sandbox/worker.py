@@ -39,6 +39,7 @@ logger = logging.getLogger(__name__)
 _SPAWNER = ThreadPoolExecutor(1, thread_name_prefix="sandbox-spawn")
 """Children are started from this one long-lived thread: bubblewrap's ``--die-with-parent`` follows the
 thread that forked it, and the server's worker threads come and go."""
+_REAPER = ThreadPoolExecutor(1, thread_name_prefix="sandbox-reap")
 _fallback: list[str] = []
 
 
@@ -282,10 +283,25 @@ class Worker:
         return code
 
     def close(self) -> None:
-        """Kill the child and release its pipes (the next request would start a new one)."""
+        """Kill the child now; it is reaped and its pipes released on a background thread, so closing
+        a session costs its server's event loop no wait (the next request would start a new child)."""
         self.interrupt()
         with self._lock:
-            self._reap()
+            proc, stderr = self._proc, self._stderr
+            self._proc, self._stderr, self._buffer = None, None, bytearray()
+        if proc is not None or stderr is not None:
+            _REAPER.submit(_release, proc, stderr)
+
+
+def _release(proc: subprocess.Popen[bytes] | None, stderr: IO[bytes] | None) -> None:
+    if proc is not None:
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            with contextlib.suppress(OSError):
+                if stream is not None:
+                    stream.close()
+    if stderr is not None:
+        stderr.close()
 
 
 class WarmWorkers:
