@@ -248,3 +248,25 @@ def test_sessions_take_children_started_ahead_each_once(harness: EnvHarness) -> 
         taken.append(state.resources["bfcl"])
     assert taken == ready, "each session got one of the children started ahead, none twice"
     assert harness.state.resources["bfcl"] not in taken
+
+
+def test_bfcl_without_bubblewrap_never_runs_unsandboxed(
+    hostile_bfcl: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """No bubblewrap: an infrastructure error (``SandboxUnavailable``), not a call in this process; in
+    a hardened container (``ARENA_SANDBOX=auto``) a plain child process with the same limits."""
+    from environments.bfcl import build, package, sandboxed
+    from environments.sandbox import SandboxUnavailable, WarmWorkers, worker
+
+    monkeypatch.setenv(package.ROOT_ENV, str(hostile_bfcl))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap on it
+    monkeypatch.setattr(sandboxed, "_warm", WarmWorkers(0))
+    monkeypatch.setattr(worker, "_fallback", [])
+    with EnvHarness(build()) as harness, pytest.raises(SandboxUnavailable, match="bubblewrap"):
+        harness.outcome("bfcl_load_scenario", entry_id="multi_turn_base_0")
+    monkeypatch.setenv("ARENA_SANDBOX", "auto")
+    with EnvHarness(build()) as harness:
+        harness.call("bfcl_load_scenario", entry_id="multi_turn_base_0")
+        assert getattr(harness.state.resources["bfcl"], "kind", None) == "process"
+        assert harness.call("mkdir", dir_name="made") is None
+        assert "made" in harness.call("ls")["current_directory_content"]

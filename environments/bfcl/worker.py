@@ -47,7 +47,16 @@ BACKEND_MODULES = tuple(
     )
 )
 """The multi-turn backends' modules (imported by the sandbox child before it drops privileges)."""
-MODULES = (CONFIG_MODULE, *BACKEND_MODULES, f"{CHECKER_PREFIX}.multi_turn_checker")
+STDLIB = ("base64", "contextlib", "copy", "dataclasses", "datetime", "decimal", "enum", "importlib")
+MODULES = (
+    *STDLIB,
+    *("json", "pickle", "threading", "uuid"),
+    CONFIG_MODULE,
+    *BACKEND_MODULES,
+    f"{CHECKER_PREFIX}.multi_turn_checker",
+)
+"""Imported by the child before it drops privileges: this file's own imports too (``auto`` mode's plain
+process, once uid nobody, may not read a Python install under ``/root``)."""
 _lock = threading.Lock()
 
 
