@@ -7,7 +7,9 @@ Usage: python benchmarks/bfcl.py [--per-category N] [--concurrency N] [--no-pert
 
 Per-call overhead: an MCP tool call's round trip in the arena (median, episodes played one at a time on
 the warm pool after the concurrent replay) minus the same ground-truth call
-made directly on the backend objects in-process (median). The last line printed is one JSON object.
+made directly on the backend objects in-process (median). The sandbox's share: the same calls through the
+session store without MCP, BFCL's code in-process vs in the session's sandboxed child (the server's way),
+on the first ``--latency-tasks`` entries of each category. The last line printed is one JSON object.
 """
 
 from __future__ import annotations
@@ -44,12 +46,12 @@ from task_synth.model import CallStep, Task  # noqa: E402
 CONFIG = EpisodeConfig(max_turns=200)
 
 
-def native(trajectories: dict[str, Any]) -> dict[str, Any]:
+def native(trajectories: dict[str, Any], sandboxed_per_category: int) -> dict[str, Any]:
     """BFCL natively, in a child process: checker verdicts on the ground truth and on ``trajectories``,
-    and direct call times."""
+    direct call times, and session-store call times with BFCL's code in-process and sandboxed."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(
-        [sys.executable, "-m", "environments.bfcl.native"],
+        [sys.executable, "-m", "environments.bfcl.native", str(sandboxed_per_category)],
         input=json.dumps(trajectories),
         capture_output=True,
         text=True,
@@ -103,7 +105,8 @@ def main() -> None:
                     continue  # no string argument, or no later turn to play late
     renamed = [t.model_copy(update={"id": f"{t.id}~{how}"}) for how, t in bad]
     baseline = native(
-        {t.id: {"entry_id": t.provenance["bfcl_id"], "turns": reference_turns(t)} for t in renamed}
+        {t.id: {"entry_id": t.provenance["bfcl_id"], "turns": reference_turns(t)} for t in renamed},
+        args.latency_tasks,
     )
     probe = [t for c in CATEGORIES for t in bfcl_tasks([c])[: args.latency_tasks]]
     records, seconds, calls = asyncio.run(replay(tasks, args.concurrency, probe))
@@ -147,6 +150,7 @@ def main() -> None:
     console.print(grid)
 
     direct = baseline["call_ms"]
+    in_process, sandboxed = baseline["store_call_ms"], baseline["sandboxed_store_call_ms"]
     overhead = statistics.median(calls) - statistics.median(direct)
     print_table(
         "BFCL tool calls",
@@ -157,7 +161,13 @@ def main() -> None:
                 baseline_name="direct",
                 baseline=statistics.median(direct),
             ),
-            Row.from_samples("tool call via the session store, no MCP", baseline["store_call_ms"]),
+            Row.from_samples("tool call via the session store, no MCP, BFCL in-process", in_process),
+            Row.from_samples(
+                "tool call via the session store, no MCP, BFCL sandboxed (the server's way)",
+                sandboxed,
+                baseline_name="in-process",
+                baseline=statistics.median(in_process),
+            ),
             Row("replay throughput", len(records) / seconds, unit="tasks/s", lower_is_better=False),
         ],
     )
@@ -187,7 +197,13 @@ def main() -> None:
         "call_p50_ms": round(statistics.median(calls), 3),
         "call_p99_ms": round(percentile(calls, 99), 3),
         "direct_call_p50_ms": round(statistics.median(direct), 4),
-        "store_call_p50_ms": round(statistics.median(baseline["store_call_ms"]), 3),
+        "store_call_p50_ms": round(statistics.median(in_process), 3),
+        "store_call_p99_ms": round(percentile(in_process, 99), 3),
+        "sandboxed_call_p50_ms": round(statistics.median(sandboxed), 3),
+        "sandboxed_call_p99_ms": round(percentile(sandboxed, 99), 3),
+        "sandboxed_call_overhead_p50_ms": round(
+            statistics.median(sandboxed) - statistics.median(in_process), 3
+        ),
         "call_overhead_p50_ms": round(overhead, 3),
     }
     print(json.dumps(result))

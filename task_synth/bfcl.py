@@ -4,7 +4,8 @@ A task's setup loads its entry into the session; its follow-ups are BFCL's later
 only adds held-out functions gets BFCL's own prompt for that); ``tools`` and ``added_tools`` follow
 BFCL's rules for excluded and held-out (``miss_func``) functions; ``turn_solutions`` hold the ground
 truth per turn; the verifier is the environment's ``bfcl_check`` tool (the official checker, run in the
-environment server). Ground-truth calls are parsed with ``ast`` here (literals only, nothing executed).
+session's sandboxed child on the environment server). Ground-truth calls are parsed with ``ast`` here
+(literals only, nothing executed).
 """
 
 from __future__ import annotations

@@ -73,7 +73,7 @@ TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
-def write_release(folder: Path) -> None:
+def write_release(folder: Path, tools_by_name: dict[str, tuple[str, dict[str, Any]]] | None = None) -> None:
     env_id = "0000001"
     (folder / env_id).mkdir(parents=True)
     (folder / "questions").mkdir()
@@ -85,7 +85,7 @@ def write_release(folder: Path) -> None:
             "parameters": {"type": "object", "properties": props, "required": list(props)},
             "implementation": source,
         }
-        for name, (source, props) in TOOLS.items()
+        for name, (source, props) in (tools_by_name or TOOLS).items()
     ]
     checkpoint = {
         "local_files_dir": f"./environment_mix/{env_id}",

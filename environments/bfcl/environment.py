@@ -5,7 +5,8 @@ Schema). A session holds the backend instances of one test entry: the arena load
 setup tool ``bfcl_load_scenario`` through the control plane before the agent acts (tasks list the tools
 an agent is offered, so it never sees the ``bfcl_`` tools). The instances live in the session's
 database, pickled, beside their canonical public state as JSON, so reset, snapshot, restore, state hash
-and diff work as for any environment. ``bfcl_check`` runs BFCL's own checker in this server process.
+and diff work as for any environment. BFCL's code (the backends, ``bfcl_check``'s official checker) runs
+in a sandboxed child per session, never in the server's process (``environments.bfcl.sandboxed``).
 """
 
 from __future__ import annotations
@@ -77,7 +78,9 @@ class SchemaToolSpec(ToolSpec):
         return arguments
 
 
-def _spec(name: str, description: str, schema: dict[str, Any], fn: Any, *, mutates: bool) -> SchemaToolSpec:
+def _spec(
+    name: str, description: str, schema: dict[str, Any], fn: Any, *, mutates: bool, blocking: bool = False
+) -> SchemaToolSpec:
     return SchemaToolSpec(
         name=name,
         description=description,
@@ -85,6 +88,7 @@ def _spec(name: str, description: str, schema: dict[str, Any], fn: Any, *, mutat
         mutates=mutates,
         args_model=_Arguments,
         input_schema=schema,
+        blocking=blocking,
         validator=Draft202012Validator(schema),
     )
 
@@ -96,27 +100,85 @@ def _scenario(db: Session) -> str:
     return entry_id
 
 
-def _load_scenario(db: Session, entry_id: str) -> dict[str, Any]:
-    from environments.bfcl import backends  # third-party code: imported in the server only
+class _InProcess:
+    """BFCL's code in this process (``build(sandboxed=False)``: the native baseline's comparison only)."""
 
-    if db.scalar(select(Scenario.entry_id)) is not None:
-        raise ToolError("this session already plays a BFCL scenario", code=ErrorCode.CONFLICT)
-    try:
-        found = data.entry(entry_id)
-    except KeyError as exc:
-        raise ToolError(str(exc.args[0]), code=ErrorCode.NOT_FOUND) from None
-    db.add(Scenario(entry_id=entry_id))
-    states = {}
-    for backend, instance in backends.instantiate(found).items():
-        states[backend] = backends.state_json(instance)
-        db.add(BackendState(backend=backend, state=states[backend], instance=pickle.dumps(instance)))
-    return {"entry_id": entry_id, "backends": sorted(states), "state_hash": backends.state_digest(states)}
-
-
-def _runner(doc: data.FunctionDoc) -> Any:
-    def run(db: Session, **arguments: Any) -> Any:
+    def load(self, db: Session, found: data.Entry) -> dict[str, tuple[str, bytes]]:
         from environments.bfcl import backends
 
+        instances = backends.instantiate(found)
+        return {name: (backends.state_json(i), pickle.dumps(i)) for name, i in instances.items()}
+
+    def call(
+        self, db: Session, blob: bytes, function: str, arguments: dict[str, Any]
+    ) -> tuple[Any, bytes | None, str | None]:
+        from environments.bfcl import backends
+
+        instance = pickle.loads(blob)
+        result = backends.execute(instance, function, arguments)
+        after = pickle.dumps(instance)
+        try:
+            value = to_jsonable(result)
+        except TypeError:
+            value = str(result)
+        return (value, None, None) if after == blob else (value, after, backends.state_json(instance))
+
+    def check(self, db: Session, found: data.Entry, decoded: list[list[list[str]]]) -> dict[str, Any]:
+        from environments.bfcl import backends
+
+        return backends.check(found, decoded)
+
+
+class _Sandboxed:
+    """BFCL's code in the session's sandboxed child (``environments.bfcl.sandboxed``): the default."""
+
+    def load(self, db: Session, found: data.Entry) -> dict[str, tuple[str, bytes]]:
+        from environments.bfcl import sandboxed
+
+        return sandboxed.load(db, found.involved_classes, found.initial_config, found.long_context)
+
+    def call(
+        self, db: Session, blob: bytes, function: str, arguments: dict[str, Any]
+    ) -> tuple[Any, bytes | None, str | None]:
+        from environments.bfcl import sandboxed
+
+        result, after, state = sandboxed.call(db, blob, function, arguments)
+        return to_jsonable(result), after, state
+
+    def check(self, db: Session, found: data.Entry, decoded: list[list[list[str]]]) -> dict[str, Any]:
+        from environments.bfcl import backends, sandboxed
+
+        failed = backends.turn_count(found, decoded)
+        if failed is not None:
+            return failed
+        return backends.verdict(sandboxed.check(db, **backends.checker_arguments(found, decoded)))
+
+
+_Backends = _InProcess | _Sandboxed
+
+
+def _load_scenario(engine: _Backends) -> Any:
+    def load_scenario(db: Session, entry_id: str) -> dict[str, Any]:
+        from environments.bfcl.backends import state_digest
+
+        if db.scalar(select(Scenario.entry_id)) is not None:
+            raise ToolError("this session already plays a BFCL scenario", code=ErrorCode.CONFLICT)
+        try:
+            found = data.entry(entry_id)
+        except KeyError as exc:
+            raise ToolError(str(exc.args[0]), code=ErrorCode.NOT_FOUND) from None
+        db.add(Scenario(entry_id=entry_id))
+        states = {}
+        for backend, (state, blob) in engine.load(db, found).items():
+            states[backend] = state
+            db.add(BackendState(backend=backend, state=state, instance=blob))
+        return {"entry_id": entry_id, "backends": sorted(states), "state_hash": state_digest(states)}
+
+    return load_scenario
+
+
+def _runner(doc: data.FunctionDoc, engine: _Backends) -> Any:
+    def run(db: Session, **arguments: Any) -> Any:
         _scenario(db)
         row = db.get(BackendState, doc.backend)
         if row is None:
@@ -124,43 +186,43 @@ def _runner(doc: data.FunctionDoc) -> Any:
                 f"{doc.name} belongs to {doc.backend}, which this scenario does not involve",
                 code=ErrorCode.UNKNOWN_TOOL,
             )
-        instance = pickle.loads(row.instance)
-        result = backends.execute(instance, doc.name, arguments)
-        blob = pickle.dumps(instance)
-        if blob != row.instance:
-            row.instance, row.state = blob, backends.state_json(instance)
-        try:
-            return to_jsonable(result)
-        except TypeError:
-            return str(result)
+        result, blob, state = engine.call(db, row.instance, doc.name, arguments)
+        if blob is not None and state is not None:
+            row.instance, row.state = blob, state
+        return result
 
     return run
 
 
-def _check(db: Session, entry_id: str, turns: list[list[list[dict[str, Any]]]]) -> dict[str, Any]:
-    from environments.bfcl import backends
+def _check(engine: _Backends) -> Any:
+    def check(db: Session, entry_id: str, turns: list[list[list[dict[str, Any]]]]) -> dict[str, Any]:
+        from environments.bfcl.backends import call_string
 
-    known = data.function_docs()
-    named = {c.get("name") for turn in turns for step in turn for c in step}
-    if unknown := sorted(str(n) for n in named if n not in known):
-        # The checker evaluates call strings: only the backends' own functions may be named.
-        raise ToolError(f"bad check request: not BFCL functions: {unknown}", code=ErrorCode.VALIDATION_ERROR)
-    try:
-        found = data.entry(entry_id)
-        decoded = [
-            [[backends.call_string(c["name"], dict(c.get("arguments") or {})) for c in step] for step in turn]
-            for turn in turns
-        ]
-    except (KeyError, ValueError, TypeError) as exc:
-        raise ToolError(f"bad check request: {exc}", code=ErrorCode.VALIDATION_ERROR) from None
-    return backends.check(found, decoded)
+        known = data.function_docs()
+        named = {c.get("name") for turn in turns for step in turn for c in step}
+        if unknown := sorted(str(n) for n in named if n not in known):
+            # The checker evaluates call strings: only the backends' own functions may be named.
+            raise ToolError(
+                f"bad check request: not BFCL functions: {unknown}", code=ErrorCode.VALIDATION_ERROR
+            )
+        try:
+            found = data.entry(entry_id)
+            decoded = [
+                [[call_string(c["name"], dict(c.get("arguments") or {})) for c in step] for step in turn]
+                for turn in turns
+            ]
+        except (KeyError, ValueError, TypeError) as exc:
+            raise ToolError(f"bad check request: {exc}", code=ErrorCode.VALIDATION_ERROR) from None
+        return engine.check(db, found, decoded)
+
+    return check
 
 
 def _state_hash(db: Session) -> dict[str, Any]:
-    from environments.bfcl import backends
+    from environments.bfcl.backends import state_digest
 
     rows = db.scalars(select(BackendState)).all()
-    return {"hash": backends.state_digest({r.backend: r.state for r in rows})}
+    return {"hash": state_digest({r.backend: r.state for r in rows})}
 
 
 _CALL = {
@@ -176,8 +238,11 @@ def _nested(items: dict[str, Any], depth: int) -> dict[str, Any]:
     return items
 
 
-def build() -> Environment:
-    """The environment (reads the package's function docs; imports no backend code)."""
+def build(*, sandboxed: bool = True) -> Environment:
+    """The environment (reads the package's function docs; imports no backend code). Its backend calls,
+    scenario loads and checks run BFCL's code in a sandboxed child per session; ``sandboxed=False`` runs
+    it in this process instead (the native baseline's comparison, never a server)."""
+    engine: _Backends = _Sandboxed() if sandboxed else _InProcess()
     env = Environment(
         NAME,
         theme="BFCL v4 multi-turn",
@@ -195,14 +260,24 @@ def build() -> Environment:
         """An empty session: the arena loads a scenario."""
 
     for doc in data.function_docs().values():
-        env.add_tool(_spec(doc.name, doc.description, doc.parameters, _runner(doc), mutates=True))
+        env.add_tool(
+            _spec(
+                doc.name,
+                doc.description,
+                doc.parameters,
+                _runner(doc, engine),
+                mutates=True,
+                blocking=sandboxed,
+            )
+        )
     env.add_tool(
         _spec(
             SETUP_TOOL,
             "Arena setup: load one BFCL test entry's backends from its initial configuration.",
             {"type": "object", "properties": {"entry_id": {"type": "string"}}, "required": ["entry_id"]},
-            _load_scenario,
+            _load_scenario(engine),
             mutates=True,
+            blocking=sandboxed,
         )
     )
     env.add_tool(
@@ -220,8 +295,9 @@ def build() -> Environment:
                 },
                 "required": ["entry_id", "turns"],
             },
-            _check,
+            _check(engine),
             mutates=False,
+            blocking=sandboxed,
         )
     )
     env.add_tool(

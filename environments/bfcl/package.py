@@ -9,6 +9,8 @@ standard library but ``mpmath`` (the math backend). Nothing of the wheel is comm
 
 from __future__ import annotations
 
+import compileall
+import contextlib
 import os
 import shutil
 import subprocess
@@ -65,6 +67,7 @@ def fetch(root: Path | None = None, *, quiet: bool = False) -> Path:
         with zipfile.ZipFile(wheels[0]) as wheel:
             members = [n for n in wheel.namelist() if n.startswith("bfcl_eval/")]
             wheel.extractall(staging, members)
+        compile_modules(staging)
         if is_fetched(root):  # another process finished first
             return root
         if root.exists():  # a partial earlier attempt
@@ -77,10 +80,24 @@ def fetch(root: Path | None = None, *, quiet: bool = False) -> Path:
     return root
 
 
+COMPILED = ("bfcl_eval/constants", "bfcl_eval/eval_checker/multi_turn_eval")
+"""Compiled to bytecode once: the sandboxed children import these read-only and never write ``.pyc``."""
+
+
+def compile_modules(root: Path) -> None:
+    """Byte-compile the modules the sandboxed children import (compiles, runs nothing; best effort:
+    a read-only folder is left as it is)."""
+    for folder in COMPILED:
+        with contextlib.suppress(OSError):
+            compileall.compile_dir(root / folder, quiet=2, workers=1)
+
+
 def require() -> Path:
     """The unpacked package, fetched on first use (unless ``$ARENA_BFCL_NO_FETCH`` is set)."""
     root = package_root()
     if is_fetched(root):
+        if not (root / _MARKER).parent.joinpath("__pycache__").is_dir():
+            compile_modules(root)  # unpacked by an older arena
         return root
     if os.environ.get(NO_FETCH_ENV):
         raise BfclMissing(

@@ -5,9 +5,11 @@ under bubblewrap. It drops to an unprivileged uid when it starts as root, applie
 the modules programs may use, says ``{"ready": true}`` and waits for one request line on stdin:
 ``{"source", "entry", "timeout_s"}``. Each ``tools.call`` is a ``{"call", "arguments"}`` line on stdout
 answered by one line on stdin (``{"ok", "value"}`` or ``{"limit": message}``); the run ends with one
-``{"result": {"ok", "value", "error"}}`` line and the process exits. The server counts the calls and
-enforces the budget and the deadline itself (it SIGKILLs this process): nothing here is trusted by it.
-The restricted builtins below are guard rails for honest programs, not the boundary.
+``{"result": {"ok", "value", "error"}}`` line and the process exits. A ``{"serve": {"source", "name"}}``
+request makes it a persistent worker instead (``_serve``; ``environments/sandbox/worker.py``). The
+server counts the calls and enforces the budget and the deadline itself (it SIGKILLs this process):
+nothing here is trusted by it. The restricted builtins below are guard rails for honest programs, not
+the boundary.
 """
 
 import builtins
@@ -15,6 +17,7 @@ import collections
 import datetime
 import decimal
 import functools
+import io
 import itertools
 import json
 import math
@@ -25,6 +28,7 @@ import signal
 import statistics
 import sys
 import traceback
+import types
 
 NOBODY = 65534
 MAX_DEPTH = 64
@@ -240,12 +244,46 @@ def _run_function(request: dict) -> dict:
     return {"ok": True, "value": value}
 
 
+def _serve(request: dict) -> None:
+    """A persistent worker (``worker.py``): ``source`` defines ``handle(message)``; every later line is
+    one message, answered by one ``{"ok": true, "value"}`` or ``{"ok": false, "error"}`` line, until
+    stdin closes. Prints go nowhere. The server kills this process at each message's deadline."""
+    name = str(request.get("name", "worker"))
+    module = types.ModuleType(name)
+    module.__dict__["__builtins__"] = builtins
+    exec(compile(str(request["source"]), f"<{name}>", "exec"), module.__dict__)
+    sys.modules[name] = module
+    handle = module.handle
+    _send({"serving": True})
+    sink = io.StringIO()
+    while True:
+        message = _receive()
+        sys.stdout = sys.stderr = sink
+        try:
+            reply = {"ok": True, "value": handle(message)}
+        except BaseException as exc:
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
+        finally:
+            sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+            sink.seek(0)
+            sink.truncate()
+        try:
+            _send(reply)
+        except (TypeError, ValueError, RecursionError) as exc:
+            _send({"ok": False, "error": f"the answer is not JSON: {exc}"})
+
+
 def main() -> None:
+    if len(sys.argv) > 3:
+        sys.path[:0] = [entry for entry in sys.argv[3].split(os.pathsep) if entry]
     for name in sys.argv[2].split(",") if len(sys.argv) > 2 else ():
-        __import__(name)  # before the drop to nobody, who may not read the Python install
+        if name:
+            __import__(name)  # before the drop to nobody, who may not read the Python install
     _confine(int(sys.argv[1]) if len(sys.argv) > 1 else 512)
     _send({"ready": True})
     request = _receive()
+    if "serve" in request:
+        _serve(request["serve"])
     result = _run_function(request) if "function" in request else _run(request)
     try:
         _send({"result": result})

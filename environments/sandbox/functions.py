@@ -14,11 +14,14 @@ code unsandboxed and raises ``SandboxUnavailable`` instead.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import signal
 import subprocess
 import tempfile
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +65,42 @@ class FunctionResult:
     error: str | None = None
 
 
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the child's process group, unless it was reaped (its id may be another's by now)."""
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+class Running:
+    """The child a tool call of one session runs in (a ``SessionResource``): ``interrupt`` kills it from
+    any thread, and any child started after that, until the resource is dropped."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._procs: set[subprocess.Popen[bytes]] = set()
+        self._stopped = False
+
+    def attach(self, proc: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self._procs.add(proc)
+            if self._stopped:
+                _kill(proc)
+
+    def detach(self, proc: subprocess.Popen[bytes]) -> None:
+        with self._lock:
+            self._procs.discard(proc)
+
+    def interrupt(self) -> None:
+        with self._lock:
+            self._stopped = True
+            for proc in self._procs:
+                _kill(proc)
+
+    def close(self) -> None:
+        self.interrupt()
+
+
 def _hand_to_nobody(directory: Path) -> None:
     """A privileged bwrap runs the code as uid 65534: let it write ``directory`` (a private scratch dir)."""
     for root, dirs, files in os.walk(directory):
@@ -81,11 +120,13 @@ def run_function(
     module: str = "tool",
     prelude: Prelude | None = None,
     data_dir_env: str | None = None,
+    running: Running | None = None,
 ) -> FunctionResult:
     """Run ``source``, then ``function(**arguments)``, sandboxed; ``SandboxUnavailable`` without one.
 
     ``data_dir_env`` names an environment variable set to where ``writable_dir`` is seen by the code
-    (``/data`` under bubblewrap, the directory itself in ``auto`` mode's plain process)."""
+    (``/data`` under bubblewrap, the directory itself in ``auto`` mode's plain process); ``running``
+    holds the child while it runs, so another thread can kill it (a session closed meanwhile)."""
     limits = limits or SandboxLimits()
     mode = os.environ.get(MODE_ENV, "bwrap")
     if mode not in ("bwrap", "auto"):
@@ -105,7 +146,7 @@ def run_function(
             "factory": prelude.factory,
             "arguments": dict(prelude.arguments),
         }
-    run = (function, timeout_s, limits, request, env, writable_dir, data_dir_env)
+    run = (function, timeout_s, limits, request, env, writable_dir, data_dir_env, running)
     preload = prelude.modules if prelude is not None else ()
     if not _fallback:
         try:
@@ -130,6 +171,7 @@ def _run_child(
     env: Mapping[str, str] | None,
     writable_dir: Path | None,
     data_dir_env: str | None,
+    running: Running | None,
 ) -> FunctionResult:
     variables = dict(env or {})
     if data_dir_env is not None and writable_dir is not None:
@@ -137,21 +179,30 @@ def _run_child(
     request = {**request, "env": variables}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
-            subprocess.run(
+            proc = subprocess.Popen(
                 command,
-                input=json.dumps(request, default=str).encode() + b"\n",
+                stdin=subprocess.PIPE,
                 stdout=out,  # a file: the child's RLIMIT_FSIZE bounds what it can write
                 stderr=err,
-                timeout=timeout_s + limits.kill_grace_s,
-                check=False,
                 cwd="/tmp" if plain else None,
                 env={} if plain else None,
-                start_new_session=plain,
+                start_new_session=True,
             )
-        except subprocess.TimeoutExpired:
-            return FunctionResult(False, error=f"{function!r} ran longer than {timeout_s:g}s (killed)")
         except OSError as exc:
             raise SandboxUnavailable(f"cannot start bubblewrap: {exc}") from None
+        if running is not None:
+            running.attach(proc)
+        try:
+            proc.communicate(
+                json.dumps(request, default=str).encode() + b"\n", timeout_s + limits.kill_grace_s
+            )
+        except subprocess.TimeoutExpired:
+            _kill(proc)
+            proc.wait()
+            return FunctionResult(False, error=f"{function!r} ran longer than {timeout_s:g}s (killed)")
+        finally:
+            if running is not None:
+                running.detach(proc)
         out.seek(0)
         lines = out.read(limits.max_result_bytes + 1024).splitlines()
         err.seek(0)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import logging
 import os
@@ -24,7 +25,7 @@ import shutil
 import signal
 import sys
 from collections import deque
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,8 +74,9 @@ class ProgramRun:
         return {"ok": self.ok, "value": self.value, "error": self.error, "calls": self.calls}
 
 
-ToolCall = Callable[[str, Mapping[str, Any]], tuple[bool, Any]]
-"""Applies one tool call to the run's session: ``(ok, value)``. It may raise to abort the run."""
+ToolCall = Callable[[str, Mapping[str, Any]], tuple[bool, Any] | Awaitable[tuple[bool, Any]]]
+"""Applies one tool call to the run's session: ``(ok, value)``, or an awaitable of it. It may raise to
+abort the run."""
 
 
 def _root_dirs() -> list[str]:
@@ -100,12 +102,26 @@ def _root_dirs() -> list[str]:
     return args
 
 
+def _child_arguments(limits: SandboxLimits, preload: Sequence[str], path: Sequence[str]) -> list[str]:
+    arguments = [str(limits.address_space_mb)]
+    if preload or path:
+        arguments.append(",".join(preload))
+    if path:
+        arguments.append(os.pathsep.join(path))
+    return arguments
+
+
 def bwrap_command(
-    limits: SandboxLimits, writable: Mapping[str, str] | None = None, preload: Sequence[str] = ()
+    limits: SandboxLimits,
+    writable: Mapping[str, str] | None = None,
+    preload: Sequence[str] = (),
+    readonly: Mapping[str, str] | None = None,
+    path: Sequence[str] = (),
 ) -> list[str]:
     """The command line that starts one sandboxed child; ``writable`` maps host directories to the
-    places they are bound read-write inside (nothing else is writable but the tmpfs); ``preload`` names
-    standard-library modules the child imports before it drops privileges."""
+    places they are bound read-write inside (nothing else is writable but the tmpfs), ``readonly`` host
+    directories to places bound read-only (e.g. a third-party package); ``path`` is put first on the
+    child's ``sys.path`` and ``preload`` names modules it imports before it drops privileges."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SandboxUnavailable(
@@ -135,6 +151,7 @@ def bwrap_command(
         "--tmpfs",
         "/tmp",
         *[arg for host, inside in (writable or {}).items() for arg in ("--bind", host, inside)],
+        *[arg for host, inside in (readonly or {}).items() for arg in ("--ro-bind", host, inside)],
         "--ro-bind",
         str(CHILD),
         SANDBOX_CHILD,
@@ -149,16 +166,17 @@ def bwrap_command(
         "-S",
         "-B",
         SANDBOX_CHILD,
-        str(limits.address_space_mb),
-        *([",".join(preload)] if preload else []),
+        *_child_arguments(limits, preload, path),
     ]
 
 
-def process_command(limits: SandboxLimits, preload: Sequence[str] = ()) -> list[str]:
+def process_command(
+    limits: SandboxLimits, preload: Sequence[str] = (), path: Sequence[str] = ()
+) -> list[str]:
     """``auto`` mode's fallback inside a container: the child alone (its own process, rlimits, pipes).
     Once it is uid nobody it imports only what that uid can read: ``preload`` is imported before."""
-    command = [os.path.realpath(sys.executable), "-I", "-S", "-B", str(CHILD), str(limits.address_space_mb)]
-    return command + ([",".join(preload)] if preload else [])
+    command = [os.path.realpath(sys.executable), "-I", "-S", "-B", str(CHILD)]
+    return command + _child_arguments(limits, preload, path)
 
 
 class _TooLong(Exception):
@@ -425,7 +443,8 @@ class Sandbox:
                 answer: dict[str, Any] = {"limit": f"more than {max_calls} tool calls"}
             else:
                 calls.append({"tool": name, "arguments": arguments})
-                ok, value = call(name, arguments)
+                applied = call(name, arguments)
+                ok, value = await applied if inspect.isawaitable(applied) else applied
                 answer = {"ok": ok, "value": value}
             await child.write(json.dumps(answer, separators=(",", ":"), default=str).encode() + b"\n")
             spin = self.FAST_PATH_S

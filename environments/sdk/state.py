@@ -13,10 +13,11 @@ import secrets
 import shutil
 import sqlite3
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.orm import Session
@@ -104,6 +105,17 @@ _TABLE_WRITES = frozenset({sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3
 _SCHEMA_WRITES = frozenset({sqlite3.SQLITE_CREATE_TABLE, sqlite3.SQLITE_DROP_TABLE})
 
 
+class SessionResource(Protocol):
+    """Something a tool keeps for one episode (e.g. a sandboxed child holding third-party state): closed
+    with the episode and on ``reset``."""
+
+    def interrupt(self) -> None:
+        """Stop work in flight at once; callable from any thread while a tool call uses the resource."""
+
+    def close(self) -> None:
+        """Release it (never while a tool call uses it)."""
+
+
 class _EpisodeEngine:
     """One SQLAlchemy engine for every episode of a store, so SQL is compiled (and cached) once per
     environment rather than once per episode: a fresh episode's first tool calls run at warm speed.
@@ -114,6 +126,7 @@ class _EpisodeEngine:
 
     def __init__(self) -> None:
         self._handover: sqlite3.Connection | None = None
+        self._lock = threading.Lock()  # episodes may first connect on a server's worker threads
         self.engine = create_engine("sqlite://", creator=self._take, poolclass=NullPool)
 
     def _take(self) -> sqlite3.Connection:
@@ -123,11 +136,12 @@ class _EpisodeEngine:
         return conn
 
     def connect(self, conn: sqlite3.Connection) -> Connection:
-        self._handover = conn
-        try:
-            return self.engine.connect()
-        finally:
-            self._handover = None
+        with self._lock:
+            self._handover = conn
+            try:
+                return self.engine.connect()
+            finally:
+                self._handover = None
 
 
 class _WriteTracker:
@@ -172,13 +186,16 @@ class EpisodeState:
         self._references: tuple[int, dict[str, set[str]]] | None = None
         self._connection: Connection | None = None
         self._snapshots: dict[str, sqlite3.Connection] = {}
+        self.resources: dict[str, SessionResource] = {}
+        """Per-episode resources of tools (``db.info["episode"].resources``), closed with it and on reset."""
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:
-        """A session whose writes commit together on success and roll back on any exception."""
+        """A session whose writes commit together on success and roll back on any exception; its
+        ``info["episode"]`` is this state."""
         if self._connection is None:
             self._connection = self.store.episode_engine.connect(self.conn)
-        with Session(bind=self._connection, expire_on_commit=False) as db:
+        with Session(bind=self._connection, expire_on_commit=False, info={"episode": self}) as db:
             try:
                 yield db
                 db.commit()
@@ -187,7 +204,8 @@ class EpisodeState:
                 raise
 
     def reset(self) -> None:
-        """Restore the seed contents (snapshots are kept)."""
+        """Restore the seed contents (snapshots are kept; tools' resources are closed)."""
+        self.close_resources()
         _copy_database(self.store.master, self.conn)
         self._seed_mark = self._change_mark()
         self._references = None  # the schema cookie restarts from the seed's
@@ -266,8 +284,18 @@ class EpisodeState:
         changes = digest.diff_states(old, new, only=self.written_tables())
         return {table: d.to_dict() for table, d in changes.items()}
 
+    def interrupt(self) -> None:
+        """Stop the work of tools' resources in flight (from any thread), e.g. before ``close``."""
+        for resource in list(self.resources.values()):
+            resource.interrupt()
+
+    def close_resources(self) -> None:
+        while self.resources:
+            self.resources.popitem()[1].close()
+
     def close(self) -> None:
-        """Release the connection, snapshots and any scratch file."""
+        """Release the tools' resources, the connection, snapshots and any scratch file."""
+        self.close_resources()
         if self._connection is not None:
             self._connection.close()
         for snap in self._snapshots.values():
@@ -323,11 +351,15 @@ class StateStore:
         except KeyError:
             raise StateError(f"unknown session {state_id!r}") from None
 
-    def close(self, state_id: str) -> None:
+    def detach(self, state_id: str) -> EpisodeState:
+        """Unregister a state (unknown from now on) without closing it yet."""
         state = self.states.pop(state_id, None)
         if state is None:
             raise StateError(f"unknown session {state_id!r}")
-        state.close()
+        return state
+
+    def close(self, state_id: str) -> None:
+        self.detach(state_id).close()
 
     def close_all(self) -> None:
         for state_id in list(self.states):

@@ -120,6 +120,9 @@ class ToolSpec:
     input_schema: dict[str, Any]
     output_schema: dict[str, Any] | None = None
     tags: tuple[str, ...] = field(default_factory=tuple)
+    blocking: bool = False
+    """Its function waits on something outside the process (a sandboxed child running third-party code):
+    a server runs it on a worker thread, never in its event loop."""
 
     @classmethod
     def from_function(

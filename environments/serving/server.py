@@ -15,6 +15,7 @@ Generated programs run in the OS sandbox of ``environments.sandbox`` (see ``docs
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -42,6 +43,7 @@ from environments.sandbox import Sandbox, SandboxUnavailable
 from environments.sdk.environment import Environment
 from environments.sdk.execution import ToolOutcome, execute_tool
 from environments.sdk.state import EpisodeState, StateError, StateStore
+from environments.sdk.tools import ToolSpec
 
 logger = logging.getLogger(__name__)
 
@@ -118,6 +120,9 @@ class EnvServer:
         self.shared_mcp = shared_mcp
         self.allowed_hosts = allowed_hosts
         self.sandbox = sandbox or Sandbox()
+        self._locks: dict[str, asyncio.Lock] = {}
+        """One per session: a tool call on a worker thread (``ToolSpec.blocking``) holds its session's
+        until it ends; whatever else touches that session's database waits for it."""
         self.mcp_tools = [
             types.Tool(
                 name=spec.name,
@@ -154,7 +159,7 @@ class EnvServer:
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         state = self._state_for_request(ctx.request)
         try:
-            outcome = execute_tool(self.env, state, params.name, params.arguments)
+            outcome = await self.execute(state.state_id, params.name, params.arguments)
         except SandboxUnavailable as exc:  # infrastructure: a JSON-RPC error, never a tool result
             raise MCPError(INTERNAL_ERROR, f"sandbox unavailable: {str(exc)[:MAX_ERROR_CHARS]}") from None
         return outcome_to_result(outcome)
@@ -164,6 +169,29 @@ class EnvServer:
         if sid is None:
             return self.default_state()
         return self.store.get(sid)
+
+    @contextlib.asynccontextmanager
+    async def session(self, sid: str) -> AsyncIterator[EpisodeState]:
+        """The live state ``sid``, held against tool calls running on worker threads; ``StateError``
+        when it is unknown, or was closed while this waited."""
+        state = self.store.get(sid)
+        lock = self._locks.setdefault(sid, asyncio.Lock())
+        async with lock:
+            if self.store.states.get(sid) is not state:
+                raise StateError(f"session {sid!r} was closed")
+            yield state
+
+    async def execute(self, sid: str, name: str, arguments: Any) -> ToolOutcome:
+        """One tool call on session ``sid``: inline, or on a worker thread for a ``blocking`` tool (its
+        code waits on a sandboxed child) so the event loop goes on serving everything else."""
+        spec: ToolSpec | None = self.env.tools.get(name)
+        async with self.session(sid) as state:
+            if spec is None or not spec.blocking:
+                return execute_tool(self.env, state, name, arguments)
+            outcome = await anyio.to_thread.run_sync(execute_tool, self.env, state, name, arguments)
+            if self.store.states.get(sid) is not state:  # closed meanwhile (its child killed): 404
+                raise StateError(f"session {sid!r} was closed during the call")
+            return outcome
 
     def default_state(self) -> EpisodeState:
         """The shared state of ``/mcp`` and stdio, created on first use."""
@@ -310,35 +338,44 @@ class EnvServer:
         return JSONResponse({"session_id": state.state_id, "mcp_path": f"/s/{state.state_id}/mcp"})
 
     async def _close(self, request: Request) -> Response:
-        self.store.close(request.path_params["sid"])
+        sid = request.path_params["sid"]
+        state = self.store.detach(sid)  # unknown from now on: requests in flight on it answer 404
+        state.interrupt()  # a call in flight on a worker thread ends now (its sandboxed child killed)
+        lock = self._locks.setdefault(sid, asyncio.Lock())
+        async with lock:
+            state.close()
+        if not lock.locked() and self._locks.get(sid) is lock:
+            del self._locks[sid]
         return JSONResponse({"ok": True})
 
     async def _reset(self, request: Request) -> Response:
-        self.store.get(request.path_params["sid"]).reset()
+        async with self.session(request.path_params["sid"]) as state:
+            state.reset()
         return JSONResponse({"ok": True})
 
     async def _snapshot(self, request: Request) -> Response:
-        return JSONResponse({"snapshot_id": self.store.get(request.path_params["sid"]).snapshot()})
+        async with self.session(request.path_params["sid"]) as state:
+            return JSONResponse({"snapshot_id": state.snapshot()})
 
     async def _restore(self, request: Request) -> Response:
         body = await _json_body(request)
-        self.store.get(request.path_params["sid"]).restore(body["snapshot_id"])
+        async with self.session(request.path_params["sid"]) as state:
+            state.restore(body["snapshot_id"])
         return JSONResponse({"ok": True})
 
     async def _hash(self, request: Request) -> Response:
-        state = self.store.get(request.path_params["sid"])
-        return JSONResponse({"hash": state.state_hash(request.query_params.get("ref", "current"))})
+        async with self.session(request.path_params["sid"]) as state:
+            return JSONResponse({"hash": state.state_hash(request.query_params.get("ref", "current"))})
 
     async def _diff(self, request: Request) -> Response:
-        state = self.store.get(request.path_params["sid"])
         before = request.query_params.get("before", "seed")
         after = request.query_params.get("after", "current")
-        return _json_response({"diff": state.diff(before, after)})
+        async with self.session(request.path_params["sid"]) as state:
+            return _json_response({"diff": state.diff(before, after)})
 
     async def _call(self, request: Request) -> Response:
         body = await _json_body(request)
-        state = self.store.get(request.path_params["sid"])
-        outcome = execute_tool(self.env, state, body["name"], body.get("arguments") or {})
+        outcome = await self.execute(request.path_params["sid"], body["name"], body.get("arguments") or {})
         return _json_response({"ok": outcome.ok, "value": outcome.value})
 
     async def _program(self, request: Request) -> Response:
@@ -355,10 +392,10 @@ class EnvServer:
         if not 0 <= max_calls <= MAX_PROGRAM_CALLS:
             raise ValueError(f'"max_calls" must be in [0, {MAX_PROGRAM_CALLS}]')
 
-        def call(name: str, arguments: Any) -> tuple[bool, Any]:
+        async def call(name: str, arguments: Any) -> tuple[bool, Any]:
             # Looked up on every call: a session closed meanwhile aborts the run (404), and the
             # program can reach this session and no other.
-            outcome = execute_tool(self.env, self.store.get(sid), name, arguments)
+            outcome = await self.execute(sid, name, arguments)
             return outcome.ok, outcome.value
 
         run = await self.sandbox.run(

@@ -2,7 +2,8 @@
 
 The implementation source is untrusted. Nothing here executes it until a tool is *called*, and then
 only in the OS sandbox (``environments.sandbox.run_function``: a fresh bubblewrap child per call, no
-network, no host files but the call's data directory, rlimits), never in the server's own process.
+network, no host files but the call's data directory, rlimits), never in the server's own process. The
+tools are ``blocking``: a server runs each call on a worker thread, so its event loop keeps serving.
 Without a sandbox the call fails as an infrastructure error (``SandboxUnavailable``), never unsandboxed.
 """
 
@@ -22,7 +23,7 @@ from jsonschema.protocols import Validator
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy.orm import Session
 
-from environments.sandbox import run_function
+from environments.sandbox import Running, run_function
 from environments.sandbox.functions import Prelude
 from environments.sdk.errors import ErrorCode, ToolError, ValidationFailed
 from environments.sdk.tools import ToolSpec
@@ -151,6 +152,17 @@ def _determinism_source() -> str:
     return Path(determinism.__file__).read_text(encoding="utf-8")
 
 
+def _running(db: Session) -> Running | None:
+    """The session's holder of its running child: closing the session kills a call in flight."""
+    episode = db.info.get("episode")
+    if episode is None:
+        return None
+    found = episode.resources.get("agentworld")
+    if not isinstance(found, Running):
+        found = episode.resources["agentworld"] = Running()
+    return found
+
+
 class ImplementationRunner:
     """Calls one released implementation with a session's files in a scratch ``MCP_DB_DIR``.
 
@@ -173,7 +185,7 @@ class ImplementationRunner:
             written = self.store.materialise(snapshot, directory)
             digest = state_digest(snapshot.files, snapshot.rows)
             seed = call_seed(salt(), digest, self.tool_name, arguments)
-            result = self._invoke(directory, arguments, seed)
+            result = self._invoke(directory, arguments, seed, _running(db))
             changed = changed_files(directory, written)
         self.store.write_back(db, snapshot, changed)
         error = released_error(result)
@@ -181,7 +193,9 @@ class ImplementationRunner:
             raise error
         return result
 
-    def _invoke(self, directory: Path, arguments: Mapping[str, Any], seed: int) -> Any:
+    def _invoke(
+        self, directory: Path, arguments: Mapping[str, Any], seed: int, running: Running | None = None
+    ) -> Any:
         """One call in a fresh sandbox child: its imports of random/uuid/secrets/os draw from the call's
         seed (``determinism``), ``MCP_DB_DIR`` is ``directory`` as seen inside, its prints go to the
         child's stderr (never an MCP stdio stream). ``SandboxUnavailable`` propagates (infrastructure)."""
@@ -194,6 +208,7 @@ class ImplementationRunner:
             timeout_s=CALL_TIMEOUT_S,
             module=f"agentworld_tool_{self.tool_name}",
             prelude=Prelude(_determinism_source(), "seeded_builtins", {"seed": seed}, PRELOAD),
+            running=running,
         )
         if not outcome.ok:
             raise ReleasedCodeFailed(outcome.error or "the released code failed")
@@ -233,5 +248,6 @@ def build_tool(
         args_model=ReleasedArguments,
         input_schema=dict(entry["parameters"]),
         tags=("agentworld",),
+        blocking=True,  # a sandboxed child per call: the server runs it on a worker thread
         validator=safe_validator(entry["parameters"]),
     )
