@@ -24,6 +24,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from arena.runtime.containers import (
+    CONTAINER_UID,
     SOCKET_BASE_URL,
     ContainerLimits,
     ContainerStartError,
@@ -36,7 +37,9 @@ from arena.runtime.containers import (
 )
 from arena.runtime.engine import ARENA_LABEL, OWNER_LABEL, engine_client
 from arena.runtime.image import ImageBuildResult, build_image
+from environments.serving.control import ControlClient
 from environments.serving.options import control_socket
+from tests.test_sandbox import escape
 
 pytestmark = pytest.mark.container
 
@@ -255,3 +258,63 @@ def test_reap_removes_everything_labelled(engine: docker.DockerClient, start: St
     assert reap_arena_containers(engine) >= 1
     assert not container_alive(other)
     assert not engine.containers.list(all=True, filters={"label": f"{OWNER_LABEL}=reap-b"})
+
+
+async def test_an_escaped_program_in_a_container_cannot_read_the_control_token(
+    served: tuple[Container, Path],
+) -> None:
+    """Whichever sandbox the container gets (bubblewrap, or ``auto`` mode's plain child of the server's
+    uid), the server's environment and memory are out of reach: the server is not dumpable."""
+    _container, sock = served
+    control = ControlClient(SOCKET_BASE_URL, TOKEN, uds=control_socket(sock))
+    try:
+        health = await control.health()
+        assert health["memory_hidden"] is True, health
+        source = escape("""
+found = {}
+for pid in sorted({os.getppid(), 1}):
+    for name in ("environ", "mem", "cmdline"):
+        path = "/proc/%d/%s" % (pid, name)
+        try:
+            found[path] = os.read(os.open(path, os.O_RDONLY), 4096).decode(errors="replace")
+        except Exception as exc:
+            found[path] = exc.__class__.__name__
+found["own"] = sorted(os.environ)
+return found
+""")
+        run = await control.run_program(await control.create_session(), source)
+    finally:
+        await control.aclose()
+    assert run["ok"], run["error"]
+    assert TOKEN not in json.dumps(run["value"]), (health["sandbox"], run["value"])
+    assert "ARENA_CONTROL_TOKEN" not in json.dumps(run["value"])
+
+
+def test_another_process_of_the_servers_uid_cannot_read_its_environment(
+    served: tuple[Container, Path],
+) -> None:
+    """What ``auto`` mode's plain sandbox child would be, where bubblewrap cannot start: a process of the
+    server's own uid, in its container, reading the server's ``/proc`` files."""
+    container, _sock = served
+    code = """
+import json, os
+found = {}
+for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]:
+    try:
+        cmdline = open(f"/proc/{pid}/cmdline", "rb").read()
+    except OSError:
+        continue
+    if b"environments.serving" in cmdline:
+        for name in ("environ", "mem"):
+            try:
+                found[f"{pid}/{name}"] = open(f"/proc/{pid}/{name}", "rb").read(4096).decode(errors="replace")
+            except OSError as exc:
+                found[f"{pid}/{name}"] = type(exc).__name__
+print(json.dumps(found))
+"""
+    result = container.exec_run(["python", "-c", code], user=str(CONTAINER_UID))
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.output.decode().strip().splitlines()[-1])
+    assert found, "the server's process was not found"
+    assert TOKEN not in json.dumps(found), found
+    assert all(value == "PermissionError" for value in found.values()), found

@@ -27,6 +27,7 @@ from environments.serving.limits import (
     raise_open_files,
 )
 from environments.serving.options import add_serve_options, control_socket
+from environments.serving.secrecy import hide_process_memory
 from environments.serving.server import EnvServer
 
 CONTROL_TOKEN_ENV = "ARENA_CONTROL_TOKEN"
@@ -170,6 +171,7 @@ def run(
     """Load ``env_ref`` and serve it over ``transport`` (``http`` or ``stdio``)."""
     from environments.registry import load_environment
 
+    hide_process_memory()  # the control token, in this process's environment and memory
     env = load_environment(env_ref)
     server = EnvServer(
         env,

@@ -44,6 +44,7 @@ from environments.sdk.environment import Environment
 from environments.sdk.execution import ToolOutcome, execute_tool
 from environments.sdk.state import EpisodeState, StateError, StateStore
 from environments.sdk.tools import ToolSpec
+from environments.serving.secrecy import process_memory_hidden
 
 logger = logging.getLogger(__name__)
 
@@ -314,6 +315,7 @@ class EnvServer:
                 "env": self.env.name,
                 "sessions": len(self.store.states),
                 "sandbox": self.sandbox.kind,
+                "memory_hidden": process_memory_hidden(),
             }
         )
 
