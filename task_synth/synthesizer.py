@@ -324,7 +324,7 @@ async def _attempt(run: _Run, slot: _Slot, index: int, level: int) -> tuple[Task
     """Attempt ``index`` at ``level``: its outcome and what its copy of the profile learned. Its random
     stream depends on the seed and the index only."""
     rng = random.Random(f"{run.seed}:{index}")
-    profile = run.profile.model_copy(deep=True)
+    profile = run.profile.working_copy()
     draft = await _draft(run, profile, slot.walk, level, rng)
     if isinstance(draft, str):
         return draft, profile

@@ -56,6 +56,20 @@ async def test_discovery_profiles_tools_and_data_without_writing(pool: EnvPool) 
 
 
 @module_loop
+async def test_an_attempts_working_copy_learns_apart_until_absorbed(pool: EnvPool) -> None:
+    profile = await load_profile(pool, "airline", seed=0)
+    before = profile.model_dump()
+    copy = profile.working_copy()
+    tool = next(name for name, t in profile.tools.items() if t.kind == "mutation")
+    copy.observe(tool, {"id": 1, "confirmation": "ZX-1", "seat_label": "99Z"})
+    assert profile.model_dump() == before  # nothing the copy learned leaks into the run's profile
+    assert copy.facts is profile.facts and copy.tools[tool].kind == "both"
+    assert copy.values["seat_label"] == ["99Z"] and "seat_label" in copy.tools[tool].output_fields
+    profile.absorb(copy)
+    assert profile.tools[tool].kind == "both" and profile.values["seat_label"] == ["99Z"]
+
+
+@module_loop
 async def test_graph_has_strong_weak_and_independent_edges(pool: EnvPool) -> None:
     graph = ToolGraph.build(await load_profile(pool, "airline", seed=0))
     booking_to_flight = graph.edges[("get_booking", "get_flight")]
