@@ -129,16 +129,10 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from environments.serving.run import Listener, ServeError, run
+    from environments.serving.run import ServeError, run_from_args
 
     try:
-        run(
-            args.env,
-            args.transport,
-            Listener(args.host, args.port, args.uds, args.control_port),
-            shared_mcp=args.shared_mcp,
-            allowed_hosts=tuple(args.allowed_host),
-        )
+        run_from_args(args)
     except ServeError as exc:
         return _fail(str(exc))
     return 0

@@ -199,6 +199,11 @@ def _run(request: dict) -> dict:
     except (Exception, ProgramLimit) as exc:
         signal.setitimer(signal.ITIMER_REAL, 0)
         return {"ok": False, "error": _trace(exc)}
+    return _json_result(value)
+
+
+def _json_result(value: object) -> dict:
+    """``value`` as a successful result if it is bounded JSON, else the error saying why not."""
     try:
         _depth(value)
         json.dumps(value, allow_nan=False)
@@ -236,12 +241,7 @@ def _run_function(request: dict) -> dict:
         return {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
     finally:
         sys.stdout = sys.__stdout__
-    try:
-        _depth(value)
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as exc:
-        return {"ok": False, "error": f"the result is not JSON: {exc}"}
-    return {"ok": True, "value": value}
+    return _json_result(value)
 
 
 def _serve(request: dict) -> None:

@@ -6,6 +6,7 @@ socket and the control token, so a supervisor (``EnvWorker``) can connect withou
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import errno
 import json
@@ -187,10 +188,19 @@ def run(
         raise ServeError(f"unknown transport {transport!r}; use stdio or http")
 
 
+def run_from_args(args: argparse.Namespace) -> None:
+    """``run`` with the parsed options of ``main`` or ``arena env serve`` (``add_serve_options``)."""
+    run(
+        args.env,
+        args.transport,
+        Listener(args.host, args.port, args.uds, args.control_port),
+        shared_mcp=args.shared_mcp,
+        allowed_hosts=tuple(args.allowed_host),
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m environments.serving NAME [--transport http|stdio] [--host H] [--port P] [--uds PATH]``."""
-    import argparse
-
     from environments.registry import UnknownEnvironment
     from environments.sdk.environment import EnvironmentSpecError
 
@@ -203,13 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     add_serve_options(parser)
     args = parser.parse_args(argv)
     try:
-        run(
-            args.env,
-            args.transport,
-            Listener(args.host, args.port, args.uds, args.control_port),
-            shared_mcp=args.shared_mcp,
-            allowed_hosts=tuple(args.allowed_host),
-        )
+        run_from_args(args)
     except (ServeError, UnknownEnvironment, EnvironmentSpecError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

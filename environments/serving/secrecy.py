@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import sys
 
 PR_SET_DUMPABLE, PR_GET_DUMPABLE = 4, 3
@@ -15,7 +16,7 @@ def hide_process_memory() -> None:
     ``exec``. Elsewhere than Linux nothing is done."""
     if not sys.platform.startswith("linux"):
         return
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = _libc()
     if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
 
@@ -24,4 +25,10 @@ def process_memory_hidden() -> bool:
     """Whether this process is not dumpable (Linux); False elsewhere."""
     if not sys.platform.startswith("linux"):
         return False
-    return ctypes.CDLL(None).prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0
+    return _libc().prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) == 0
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    """This process's C library, loaded once (the health check asks on every probe)."""
+    return ctypes.CDLL(None, use_errno=True)

@@ -47,9 +47,13 @@ def current_policy(trainer: GRPOTrainer, *, greedy: bool) -> HFPolicy:
 
 def sft_on(
     trainer: GRPOTrainer, examples: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]
-) -> dict[str, Any]:
-    """SFT ``trainer`` on (messages, tools) conversations; its raw metrics."""
-    return trainer.sft([SFTExample(messages, tools) for messages, tools in examples])
+) -> dict[str, float]:
+    """SFT ``trainer`` on (messages, tools) conversations; its numeric metrics and the last epoch's loss."""
+    metrics = trainer.sft([SFTExample(messages, tools) for messages, tools in examples])
+    losses = metrics.get("epoch_loss") or []
+    return {k: float(v) for k, v in metrics.items() if isinstance(v, int | float)} | {
+        "final_epoch_loss": float(losses[-1]) if losses else float("nan")
+    }
 
 
 class LocalRoundTrainer:
@@ -65,12 +69,7 @@ class LocalRoundTrainer:
     def warm_start(
         self, examples: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]
     ) -> dict[str, float]:
-        metrics = sft_on(self.trainer, examples)
-        return {k: v for k, v in metrics.items() if isinstance(v, int | float)} | {
-            "final_epoch_loss": float(metrics["epoch_loss"][-1])
-            if metrics.get("epoch_loss")
-            else float("nan")
-        }
+        return sft_on(self.trainer, examples)
 
     async def train_round(
         self,

@@ -82,8 +82,7 @@ class VerlRoundTrainer:
     def warm_start(
         self, examples: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]
     ) -> dict[str, float]:
-        metrics = sft_on(self.local, examples)
-        return {k: float(v) for k, v in metrics.items() if isinstance(v, int | float)}
+        return sft_on(self.local, examples)
 
     async def train_round(
         self,
