@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,6 +22,16 @@ TESTBED = FIXTURES / "testbed"
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ.setdefault("ARENA_CACHE_DIR", str(tmp_path_factory.mktemp("arena-cache")))
+
+
+@pytest.fixture(scope="module")
+def listener() -> Iterator[int]:
+    """A TCP port on the host's loopback that accepts connections (the target of network escapes)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(8)
+    yield sock.getsockname()[1]
+    sock.close()
 
 
 @pytest.fixture(scope="session")

@@ -8,10 +8,8 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import socket
 import sqlite3
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -59,16 +57,6 @@ def secret_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("host") / "secret.txt"
     path.write_text("host-secret-4711")
     return path
-
-
-@pytest.fixture(scope="module")
-def listener() -> Iterator[int]:
-    """A TCP port on the host's loopback that accepts connections."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(8)
-    yield sock.getsockname()[1]
-    sock.close()
 
 
 @pytest.mark.parametrize("via", sorted(ESCAPES))

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import socket
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -146,15 +145,6 @@ def _arena_stuck_ls(self, a=False):
 GorillaFileSystem.pwd = _arena_probe
 GorillaFileSystem.ls = _arena_stuck_ls
 """
-
-
-@pytest.fixture(scope="module")
-def listener() -> Iterator[int]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(8)
-    yield sock.getsockname()[1]
-    sock.close()
 
 
 @pytest.fixture(scope="module")
