@@ -5,7 +5,7 @@ from __future__ import annotations
 from task_synth.model import Knobs, TaskKind
 
 LEVELS: dict[int, Knobs] = {
-    1: Knobs(chain_length=(1, 2), weak_edge_share=0.0, min_distinct_tools=1, aggregation=False,
+    1: Knobs(chain_length=(1, 1), weak_edge_share=0.0, min_distinct_tools=1, aggregation=False,
              branching=False, distractors=0, hidden_references=False, writes=True),
     2: Knobs(chain_length=(2, 3), weak_edge_share=0.1, min_distinct_tools=2, aggregation=False,
              branching=False, distractors=0, hidden_references=False, writes=True),

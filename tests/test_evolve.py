@@ -28,6 +28,7 @@ SMALL = [
     "trainer.tasks_per_step=2",
     "trainer.n_rollouts=2",
     "trainer.epochs=1",
+    "trainer.sft_first_turn_epochs=1",
     "policy.max_new_tokens=24",
 ]
 

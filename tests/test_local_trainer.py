@@ -13,6 +13,7 @@ import pytest_asyncio
 import ray
 import torch
 
+from arena.policies.hf import encode_conversation
 from arena.rollout.episode import EpisodeConfig, EpisodeSession
 from arena.runtime.pool import EnvPool
 from task_synth.model import Task
@@ -142,3 +143,33 @@ async def test_a_checkpoint_resumes_identically(
     one = trainer.sft([example])["epoch_loss"]
     two = resumed.sft([example])["epoch_loss"]
     assert one == pytest.approx(two, rel=1e-5)
+
+
+def _turn_nll(trainer: GRPOTrainer, example: SFTExample) -> list[float]:
+    """Mean negative log-likelihood of each assistant turn of ``example`` under ``trainer``'s model."""
+    trajectory = encode_conversation(trainer.tokenizer, example.messages, example.tools)
+    with torch.no_grad():
+        logprobs, mask = trainer._logprobs(trainer.model, [trajectory], 1.0)
+    values, turns, previous = logprobs[0].tolist(), [], 0
+    for index, flag in enumerate(mask[0].tolist()):
+        if flag and not previous:
+            turns.append([])
+        if flag:
+            turns[-1].append(-values[index])
+        previous = flag
+    return [sum(turn) / len(turn) for turn in turns]
+
+
+@module_loop
+async def test_first_turn_epochs_train_the_first_turn_only(pool: EnvPool, tmp_path: Path) -> None:
+    async with pool.session("library") as session:
+        messages, tools, _ = await book_conversation(session)
+    example = SFTExample(messages, tools)
+    config = TrainerConfig(epochs=0, sft_first_turn_epochs=40, sft_lr=3e-3, sft_batch_size=1)
+    trainer = GRPOTrainer(tiny_dir(tmp_path, messages, tools), config)
+    first_before = _turn_nll(trainer, example)[0]
+    metrics = trainer.sft([example])
+    first_after, second_after = _turn_nll(trainer, example)
+    assert len(metrics["first_turn_epoch_loss"]) == 40 and metrics["epoch_loss"] == []
+    assert first_after < first_before / 10, (first_before, first_after)
+    assert second_after > 5 * first_after, (first_after, second_after)

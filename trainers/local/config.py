@@ -10,9 +10,11 @@ from arena.rollout.records import EpisodeRecord
 @dataclass(frozen=True)
 class TrainerConfig:
     """GRPO after Agent-World (clip-higher 0.2 / 0.28, KL penalty, n rollouts per task, binary reward)
-    plus the SFT warm start. ``micro_batch_tokens`` bounds one forward pass (gradients accumulate);
-    ``mini_batches`` optimizer steps are taken per GRPO step (the later ones are off-policy, so the
-    clipped ratio matters)."""
+    plus the SFT warm start. ``sft_first_turn_epochs`` epochs on the conversations cut after their first
+    assistant turn come before the ``epochs`` on whole conversations: short examples dense in what a
+    from-scratch model learns last (copying the request's ids into the first call). ``micro_batch_tokens``
+    bounds one forward pass (gradients accumulate); ``mini_batches`` optimizer steps are taken per GRPO
+    step (the later ones are off-policy, so the clipped ratio matters)."""
 
     lr: float = 2e-4
     sft_lr: float = 1e-3
@@ -30,6 +32,7 @@ class TrainerConfig:
     context_limit: int = 4096
     concurrency: int = 16
     epochs: int = 3
+    sft_first_turn_epochs: int = 0
     sft_batch_size: int = 8
     micro_batch_tokens: int = 8192
     max_grad_norm: float = 1.0

@@ -15,3 +15,9 @@ class SFTExample:
 
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]]
+
+
+def first_turn(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` up to and including the first assistant turn (all of them if there is none)."""
+    index = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), len(messages) - 1)
+    return messages[: index + 1]

@@ -35,7 +35,7 @@ from arena.rollout.episode import EpisodeConfig, SessionProvider, episodes
 from arena.rollout.records import EpisodeRecord
 from task_synth.model import Task
 from trainers.local.config import StepMetrics, TrainerConfig
-from trainers.local.sft import SFTExample
+from trainers.local.sft import SFTExample, first_turn
 
 STATE_FILE, CONFIG_FILE, REF_DIR = "trainer_state.pt", "trainer_config.json", "ref"
 
@@ -100,32 +100,57 @@ class GRPOTrainer:
 
     # -- SFT ------------------------------------------------------------------------------------------
     def sft(self, examples: Sequence[SFTExample]) -> dict[str, Any]:
-        """Imitate the assistant turns of ``examples`` for ``config.epochs`` epochs (token-mean
-        cross-entropy); conversations longer than the context limit are left out and counted."""
+        """Imitate the assistant turns of ``examples`` (token-mean cross-entropy): first
+        ``config.sft_first_turn_epochs`` epochs on each conversation cut after its first assistant turn,
+        then ``config.epochs`` epochs on the whole conversations. Conversations longer than the context
+        limit are left out and counted."""
         config, started = self.config, time.perf_counter()
-        encoded = [encode_conversation(self.tokenizer, e.messages, e.tools) for e in examples]
-        kept = [t for t in encoded if len(t.prompt_ids) + len(t.response_ids) <= config.context_limit]
-        order, losses, tokens = random.Random(config.seed), [], 0
+        kept, too_long = self._fitting(
+            [encode_conversation(self.tokenizer, e.messages, e.tools) for e in examples]
+        )
+        first_turns, _ = self._fitting(
+            [encode_conversation(self.tokenizer, first_turn(e.messages), e.tools) for e in examples]
+            if config.sft_first_turn_epochs
+            else []
+        )
+        order = random.Random(config.seed)
         for group in self.optimizer.param_groups:
             group["lr"] = config.sft_lr
         self.model.train()
-        for _ in range(config.epochs):
-            epoch = []
-            for batch in _length_grouped(kept, config.sft_batch_size, order):
-                epoch.append(self._sft_update(batch))
-                tokens += sum(len(t.prompt_ids) + len(t.response_ids) for t in batch)
-            losses.append(float(np.mean(epoch)) if epoch else float("nan"))
+        first_losses, first_tokens = self._sft_epochs(first_turns, config.sft_first_turn_epochs, order)
+        losses, tokens = self._sft_epochs(kept, config.epochs, order)
         for group in self.optimizer.param_groups:
             group["lr"] = config.lr
         elapsed = time.perf_counter() - started
         return {
             "examples": len(kept),
-            "too_long": len(encoded) - len(kept),
+            "too_long": too_long,
+            "first_turn_epoch_loss": first_losses,
             "epoch_loss": losses,
-            "tokens": tokens,
-            "tokens_per_s": tokens / elapsed if elapsed else 0.0,
+            "tokens": first_tokens + tokens,
+            "tokens_per_s": (first_tokens + tokens) / elapsed if elapsed else 0.0,
             "s": elapsed,
         }
+
+    def _fitting(self, encoded: list[TokenTrajectory]) -> tuple[list[TokenTrajectory], int]:
+        """The trajectories within the context limit, and how many were not."""
+        limit = self.config.context_limit
+        kept = [t for t in encoded if len(t.prompt_ids) + len(t.response_ids) <= limit]
+        return kept, len(encoded) - len(kept)
+
+    def _sft_epochs(
+        self, trajectories: list[TokenTrajectory], epochs: int, order: random.Random
+    ) -> tuple[list[float], int]:
+        """``epochs`` passes over ``trajectories`` in length-grouped batches: each epoch's mean loss, and
+        the tokens seen."""
+        losses, tokens = [], 0
+        for _ in range(epochs):
+            epoch = []
+            for batch in _length_grouped(trajectories, self.config.sft_batch_size, order):
+                epoch.append(self._sft_update(batch))
+                tokens += sum(len(t.prompt_ids) + len(t.response_ids) for t in batch)
+            losses.append(float(np.mean(epoch)) if epoch else float("nan"))
+        return losses, tokens
 
     def _sft_update(self, batch: list[TokenTrajectory]) -> float:
         total = sum(sum(t.response_mask) for t in batch)
