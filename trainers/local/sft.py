@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from arena.policies.base import TokenTrajectory
+
 
 @dataclass(frozen=True)
 class SFTExample:
@@ -17,7 +19,11 @@ class SFTExample:
     tools: list[dict[str, Any]]
 
 
-def first_turn(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``messages`` up to and including the first assistant turn (all of them if there is none)."""
-    index = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), len(messages) - 1)
-    return messages[: index + 1]
+def first_turn(trajectory: TokenTrajectory) -> TokenTrajectory:
+    """``trajectory`` cut after its first generated turn: the prompt and the first assistant turn."""
+    mask = trajectory.response_mask
+    start = mask.index(1) if 1 in mask else len(mask)
+    end = next((i for i in range(start, len(mask)) if not mask[i]), len(mask))
+    return TokenTrajectory(
+        trajectory.prompt_ids, trajectory.response_ids[:end], mask[:end], trajectory.response_logprobs[:end]
+    )

@@ -105,14 +105,9 @@ class GRPOTrainer:
         then ``config.epochs`` epochs on the whole conversations. Conversations longer than the context
         limit are left out and counted."""
         config, started = self.config, time.perf_counter()
-        kept, too_long = self._fitting(
-            [encode_conversation(self.tokenizer, e.messages, e.tools) for e in examples]
-        )
-        first_turns, _ = self._fitting(
-            [encode_conversation(self.tokenizer, first_turn(e.messages), e.tools) for e in examples]
-            if config.sft_first_turn_epochs
-            else []
-        )
+        encoded = [encode_conversation(self.tokenizer, e.messages, e.tools) for e in examples]
+        kept = [t for t in encoded if len(t.prompt_ids) + len(t.response_ids) <= config.context_limit]
+        first_turns = [first_turn(t) for t in kept] if config.sft_first_turn_epochs else []
         order = random.Random(config.seed)
         for group in self.optimizer.param_groups:
             group["lr"] = config.sft_lr
@@ -124,19 +119,13 @@ class GRPOTrainer:
         elapsed = time.perf_counter() - started
         return {
             "examples": len(kept),
-            "too_long": too_long,
+            "too_long": len(encoded) - len(kept),
             "first_turn_epoch_loss": first_losses,
             "epoch_loss": losses,
             "tokens": first_tokens + tokens,
             "tokens_per_s": (first_tokens + tokens) / elapsed if elapsed else 0.0,
             "s": elapsed,
         }
-
-    def _fitting(self, encoded: list[TokenTrajectory]) -> tuple[list[TokenTrajectory], int]:
-        """The trajectories within the context limit, and how many were not."""
-        limit = self.config.context_limit
-        kept = [t for t in encoded if len(t.prompt_ids) + len(t.response_ids) <= limit]
-        return kept, len(encoded) - len(kept)
 
     def _sft_epochs(
         self, trajectories: list[TokenTrajectory], epochs: int, order: random.Random
