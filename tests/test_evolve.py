@@ -19,6 +19,7 @@ from arena.store import Database, RunStore
 pytestmark = pytest.mark.slow
 
 SMALL = [
+    "policy=tiny",
     "envs=[library,banking]",
     "train_set.tasks_per_env=4",
     "heldout.tasks_per_env=3",

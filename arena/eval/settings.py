@@ -45,6 +45,7 @@ class HFPolicySettings(_Section):
     top_p: float = Field(1.0, gt=0, le=1)
     max_new_tokens: int = Field(256, ge=1)
     context_tokens: int = Field(4096, ge=64)
+    precision: Literal["auto", "bf16", "fp32"] = "auto"
 
 
 PolicySettings = Annotated[

@@ -22,6 +22,7 @@ from arena.eval.stats import wilson_interval
 from arena.eval.suites import synthesized_tasks
 from arena.eval.tracker import NoTracker, Tracker, open_tracker
 from arena.evolve.gaps import analyse
+from arena.evolve.paired import paired
 from arena.evolve.settings import EvolveSettings
 from arena.evolve.targeting import allocate
 from arena.evolve.trainer import Conversation, RoundTrainer, make_trainer
@@ -63,8 +64,8 @@ class Context:
         self.runs.progress(self.run_id, {"stages": self.stages})
         name, _, round_ = stage.partition(":")
         numbers = {f"{name}/{k}": v for k, v in result.items() if isinstance(v, int | float)}
-        if numbers:
-            self.tracker.log_metrics(numbers | {"round": int(round_ or 0)})
+        if numbers:  # the base model's evaluation is logged as round -1
+            self.tracker.log_metrics(numbers | {"round": int(round_) if round_.isdigit() else -1})
         return result
 
     def tasks(self, ids: list[str]) -> list[Task]:
@@ -153,7 +154,8 @@ def _trainer(ctx: Context) -> RoundTrainer:
     return ctx.trainer
 
 
-async def stage_eval(ctx: Context, round_: int, heldout: list[Task]) -> dict[str, Any]:
+async def stage_eval(ctx: Context, round_: int | str, heldout: list[Task]) -> dict[str, Any]:
+    """The current policy, greedy, on the held-out set (``round_`` ``base``: the model before training)."""
     run_id = f"{ctx.run_id}-r{round_}"
     ctx.runs.start(
         run_id,
@@ -192,7 +194,9 @@ def _base_model(ctx: Context, examples: list[Conversation]) -> str:
     here with its tokenizer trained on the training set's conversations and tools (never the held-out)."""
     path = getattr(ctx.settings.policy, "path", None)
     if path != TINY:
-        return str(path)
+        from arena.models.fetch import resolve
+
+        return resolve(str(path))
     from arena.policies.tiny import build_tiny, conversation_corpus, tool_corpus
 
     target = ctx.home / "tiny"
@@ -204,10 +208,8 @@ def _base_model(ctx: Context, examples: list[Conversation]) -> str:
     return str(target)
 
 
-async def stage_warm_start(ctx: Context, train: list[Task]) -> dict[str, Any]:
-    examples = await reference_conversations(ctx, train, f"{ctx.run_id}-reference-train")
+async def stage_warm_start(ctx: Context, examples: list[Conversation]) -> dict[str, Any]:
     ctx.console.print(f"[bold]warm start[/bold]: SFT on {len(examples)} reference conversations")
-    ctx.base_model = _base_model(ctx, examples)
     trainer = _trainer(ctx)
     with ctx.console.status("SFT warm start…"):
         metrics = trainer.warm_start(examples)
@@ -264,6 +266,12 @@ async def stage_train(ctx: Context, round_: int, tasks: list[Task]) -> dict[str,
     return metrics
 
 
+def eval_stages(stages: dict[str, Any]) -> list[dict[str, Any]]:
+    """The evaluations of rounds 0, 1, ... in order (the base model's is apart, under ``eval:base``)."""
+    rounds = sorted(int(k.split(":")[1]) for k in stages if k.startswith("eval:") and k[5:].isdigit())
+    return [stages[f"eval:{r}"] for r in rounds]
+
+
 @dataclass
 class EvolveOutcome:
     """The last line of ``arena evolve``."""
@@ -274,8 +282,8 @@ class EvolveOutcome:
     report: Path
 
     def line(self) -> dict[str, Any]:
-        rounds = sorted(int(k.split(":")[1]) for k in self.stages if k.startswith("eval:"))
-        evals = [self.stages[f"eval:{r}"] for r in rounds]
+        evals = eval_stages(self.stages)
+        base = self.stages.get("eval:base")
         return {
             "run_id": self.run_id,
             "rounds": len(rounds) - 1,
@@ -285,6 +293,8 @@ class EvolveOutcome:
             "train_tasks": len(self.stages["sets"]["train"]),
             "overlap": self.stages["sets"]["overlap"],
             "gain": round(evals[-1]["success"] - evals[0]["success"], 4) if evals else 0.0,
+            "base_success": round(base["success"], 4) if base else None,
+            "paired_vs_round0": self.stages.get("paired_vs_round0"),
             "wall_s": round(self.wall_s, 1),
             "report": str(self.report),
         }
@@ -297,7 +307,11 @@ async def run_stages(ctx: Context) -> None:
         ctx.done("sets", await stage_sets(ctx))
     train, heldout = ctx.tasks(ctx.stages["sets"]["train"]), ctx.tasks(ctx.stages["sets"]["heldout"])
     if "warm_start:0" not in ctx.stages:
-        ctx.done("warm_start:0", await stage_warm_start(ctx, train))
+        examples = await reference_conversations(ctx, train, f"{ctx.run_id}-reference-train")
+        ctx.base_model = _base_model(ctx, examples)
+        if s.base_eval and "eval:base" not in ctx.stages:
+            ctx.done("eval:base", await stage_eval(ctx, "base", heldout))
+        ctx.done("warm_start:0", await stage_warm_start(ctx, examples))
     if "eval:0" not in ctx.stages:
         ctx.done("eval:0", await stage_eval(ctx, 0, heldout))
     for round_ in range(1, s.rounds + 1):
@@ -352,6 +366,10 @@ async def evolve(settings: EvolveSettings, console: Console) -> EvolveOutcome:
     ctx.tracker = open_tracker(settings.tracker, run_id, settings.model_dump(mode="json"), home)
     try:
         await run_stages(ctx)
+        evals = eval_stages(ctx.stages)
+        if len(evals) > 1:
+            first, last = (runs.episodes(e["run_id"]) for e in (evals[0], evals[-1]))
+            ctx.stages["paired_vs_round0"] = paired(first, last).to_json()
         report = write_evolve_report(runs, run_id, ctx.stages, home / "report")
         runs.finish(run_id, "finished", {"stages": ctx.stages})
     finally:

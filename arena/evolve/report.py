@@ -71,8 +71,10 @@ def _plot(out_dir: Path, evals: list[dict[str, Any]], modes: list[Counter[str]])
 def write_evolve_report(runs: RunStore, run_id: str, stages: dict[str, Any], out_dir: Path) -> Path:
     """Write ``report.md``, ``rounds.csv`` and ``evolve.png`` under ``out_dir``; returns the Markdown path."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    count = len([k for k in stages if k.startswith("eval:")])
-    evals = [stages[f"eval:{r}"] for r in range(count)]
+    from arena.evolve.loop import eval_stages
+
+    evals = eval_stages(stages)
+    count = len(evals)
     rounds = [runs.episodes(e["run_id"]) for e in evals]
     modes = [Counter(e.failure_mode for e in episodes if e.passed is not None) for episodes in rounds]
     sets = stages["sets"]
@@ -100,6 +102,17 @@ def write_evolve_report(runs: RunStore, run_id: str, stages: dict[str, Any], out
             writer.writerow(
                 [r, f"{e['success']:.4f}", f"{e['ci95'][0]:.4f}", f"{e['ci95'][1]:.4f}", e["scored"]]
             )
+    if base := stages.get("eval:base"):
+        lines.append(
+            f"| base (before any training) | {_pct(base['success'])} | [{_pct(base['ci95'][0])}, "
+            f"{_pct(base['ci95'][1])}] | {base['scored']} | |"
+        )
+    if pair := stages.get("paired_vs_round0"):
+        lines += [
+            "",
+            f"Last round vs round 0 on the same {pair['tasks']} tasks: {pair['gained']} gained, "
+            f"{pair['lost']} lost (exact McNemar p = {pair['p_value']:.3g}).",
+        ]
     lines += [
         "",
         "## By category",

@@ -68,6 +68,7 @@ class EvolveSettings(_Section):
     tracker: TrackerSettings = Field(default_factory=TrackerSettings)
     run_id: str | None = None
     rounds: int = Field(2, ge=0)
+    base_eval: bool = True
     envs: str | list[str] = "all"
     seed: int = 0
     train_set: TaskSetSettings

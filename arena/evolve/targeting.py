@@ -1,7 +1,8 @@
 """Targeted synthesis: the next round's training tasks, allocated by the capability gaps.
 
-More tasks go where the policy is weak (environments below the mean get a larger share), at levels just
-around its frontier (the highest level it passes at least half the time, and one above), preferring tasks
+More tasks go where the policy is weak (environments below the mean get a larger share), at the levels it
+has not mastered from its frontier up (the frontier: the highest level it passes at least half the time;
+mastered: 80%), preferring tasks
 that exercise the tools it fails on. Every batch records why it was asked for.
 """
 
@@ -13,6 +14,7 @@ from typing import Any
 from arena.evolve.gaps import GapReport
 
 FRONTIER_SUCCESS = 0.5
+MASTERED_SUCCESS = 0.8
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,18 @@ def frontier(report: GapReport, env: str, max_level: int) -> int:
     return max(passed, default=1)
 
 
+def gap_levels(report: GapReport, env: str, max_level: int) -> list[int]:
+    """The levels to practise: from the frontier up to ``max_level``, each level the last evaluation did
+    not master (success below 80%, or not evaluated); the level above the frontier if all are mastered."""
+    edge = frontier(report, env, max_level)
+    levels = [
+        level
+        for level in range(edge, max_level + 1)
+        if (rate := report.rate("env_level", f"{env}:{level}")) is None or rate.success < MASTERED_SUCCESS
+    ]
+    return levels or [min(edge + 1, max_level)]
+
+
 def allocate(
     report: GapReport, envs: list[str], budget: int, *, max_level: int = 5, floor: float = 0.15
 ) -> list[Batch]:
@@ -65,7 +79,7 @@ def allocate(
         if n == 0:
             continue
         edge = frontier(report, env, max_level)
-        levels = sorted({edge, min(edge + 1, max_level)})
+        levels = gap_levels(report, env, max_level)
         spots = [s for s in report.weak_spots if s.env == env]
         tools = list(dict.fromkeys(t for s in spots for t in s.tools))[:3]
         rate = report.rate("env", env)
@@ -75,7 +89,8 @@ def allocate(
         weakest = f", weakest at level {spots[0].level} ({spots[0].failure_mode})" if spots else ""
         reason = (
             f"{env}: {seen}{weakest}; {n} of {budget} tasks at levels {levels[0]}-{levels[-1]} "
-            f"around its frontier (level {edge})" + (f", favouring {', '.join(tools)}" if tools else "")
+            f"(not mastered, from its frontier: level {edge})"
+            + (f", favouring {', '.join(tools)}" if tools else "")
         )
         batches.append(Batch(env, n, levels, tools, reason))
     return batches

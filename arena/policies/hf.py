@@ -13,6 +13,7 @@ that arrive while the model is busy are generated together as one left-padded ba
 from __future__ import annotations
 
 import asyncio
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from arena.policies.base import PolicyRefused, PolicyTurn, PolicyUnavailable, TokenTrajectory
+from arena.policies.generation import KV, GenerationRequest, GenerationResult, PrefixCache, Sampling, generate
+from arena.policies.precision import autocast, resolve_precision
 from arena.policies.toolcall_parsing import parse_reply
 from task_synth.model import Task
 
@@ -27,7 +30,10 @@ from task_synth.model import Task
 @dataclass(frozen=True)
 class HFPolicyConfig:
     """Where the model is, where it runs, and how it samples. ``temperature`` 0 is greedy; a conversation
-    longer than ``context_limit`` tokens is refused; at most ``max_batch`` turns are generated together."""
+    longer than ``context_limit`` tokens is refused; at most ``max_batch`` turns are generated together.
+    ``precision`` is ``bf16`` (autocast) or ``fp32`` (``arena.policies.precision`` resolves ``auto``);
+    ``reuse_cache`` keeps each episode's keys and values between its turns and each environment's prompt
+    prefix across episodes."""
 
     path: str = ""
     device: str = "cpu"
@@ -37,15 +43,8 @@ class HFPolicyConfig:
     context_limit: int = 4096
     max_batch: int = 16
     seed: int = 0
-
-
-@dataclass
-class Generated:
-    """One generated turn: its token ids, their sampling log-probs, and whether it ended with EOS."""
-
-    ids: list[int]
-    logprobs: list[float]
-    stopped: bool
+    precision: str = "fp32"
+    reuse_cache: bool = True
 
 
 class ChatRenderer:
@@ -96,7 +95,8 @@ def encode_conversation(
 
 
 class HFPolicy:
-    """A causal LM playing episodes; ``model`` and ``tokenizer`` are shared with a trainer."""
+    """A causal LM playing episodes; ``model`` and ``tokenizer`` are shared with a trainer, which calls
+    ``weights_changed`` after every update (cached prompt prefixes are dropped then)."""
 
     def __init__(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, config: HFPolicyConfig
@@ -105,10 +105,18 @@ class HFPolicy:
             raise ValueError("the tokenizer has no eos_token: generation could never end")
         self.model, self.tokenizer, self.config = model, tokenizer, config
         self.name = f"hf:{config.path or model.name_or_path}"
-        self._pending: list[tuple[list[int], int, asyncio.Future[Generated]]] = []
+        self._pending: list[tuple[GenerationRequest, asyncio.Future[GenerationResult]]] = []
         self._worker: asyncio.Task[None] | None = None
         torch.manual_seed(config.seed)  # sampling draws from torch's global generator
         self.batches: list[int] = []  # sizes of the generated batches (throughput diagnostics)
+        self.prefixes = PrefixCache()
+        pad = tokenizer.pad_token_id
+        self.sampling = Sampling(
+            temperature=config.temperature,
+            top_p=config.top_p,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.eos_token_id if pad is None else pad,
+        )
 
     @classmethod
     def load(cls, config: HFPolicyConfig) -> HFPolicy:
@@ -117,13 +125,46 @@ class HFPolicy:
         model = AutoModelForCausalLM.from_pretrained(config.path).to(config.device)
         return cls(model, tokenizer, config)
 
+    @classmethod
+    def from_settings(cls, settings: Any, seed: int = 0) -> HFPolicy:
+        """The policy ``conf/policy/hf.yaml``-style settings describe: ``path`` a Hugging Face folder or
+        a model of the catalog (``arena.models``; fetched on first use), ``device`` and ``precision``
+        resolved (``auto``)."""
+        from arena.models.fetch import resolve
+
+        device = settings.device
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        config = HFPolicyConfig(
+            path=resolve(settings.path),
+            device=device,
+            temperature=settings.temperature,
+            top_p=settings.top_p,
+            max_new_tokens=settings.max_new_tokens,
+            context_limit=settings.context_tokens,
+            seed=seed,
+            precision=resolve_precision(getattr(settings, "precision", "auto"), device),
+        )
+        return cls.load(config)
+
     def start(self, task: Task, tools: list[dict[str, Any]]) -> HFEpisode:
         return HFEpisode(self, tools)
 
-    async def generate(self, context: list[int], max_new_tokens: int) -> Generated:
-        """The continuation of ``context``, generated in a batch with any other waiting request."""
-        future: asyncio.Future[Generated] = asyncio.get_running_loop().create_future()
-        self._pending.append((context, max_new_tokens, future))
+    def weights_changed(self) -> None:
+        """Forget cached prompt prefixes: they were computed by the old weights."""
+        self.prefixes.clear()
+
+    def prefix_cache(self, prefix: list[int]) -> KV:
+        """Keys and values of a shared prompt prefix under the current weights."""
+        return self.prefixes.get(self.model, prefix, self._precision())
+
+    def _precision(self) -> AbstractContextManager:
+        return autocast(self.config.precision, self.config.device)
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        """The continuation of ``request``, generated in a batch with any other waiting request."""
+        future: asyncio.Future[GenerationResult] = asyncio.get_running_loop().create_future()
+        self._pending.append((request, future))
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._drain())
         return await future
@@ -134,53 +175,19 @@ class HFPolicy:
                 self._pending[: self.config.max_batch],
                 self._pending[self.config.max_batch :],
             )
+            self.batches.append(len(batch))
             try:
-                results = await asyncio.to_thread(self._generate, [(c, n) for c, n, _ in batch])
+                results = await asyncio.to_thread(
+                    generate, self.model, [r for r, _ in batch], self.sampling, self._precision()
+                )
             except Exception as exc:  # the model crashed (out of memory, bad device): not the task's fault
-                for _, _, future in batch:
+                for _, future in batch:
                     if not future.done():
                         future.set_exception(PolicyUnavailable(f"local model failed: {exc!r}"))
                 continue
-            for (_, _, future), result in zip(batch, results, strict=True):
+            for (_, future), result in zip(batch, results, strict=True):
                 if not future.done():
                     future.set_result(result)
-
-    @torch.inference_mode()
-    def _generate(self, requests: list[tuple[list[int], int]]) -> list[Generated]:
-        config, pad = self.config, self.tokenizer.pad_token_id
-        pad = self.tokenizer.eos_token_id if pad is None else pad
-        width = max(len(context) for context, _ in requests)
-        ids = torch.full((len(requests), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(requests), width), dtype=torch.long)
-        for row, (context, _) in enumerate(requests):
-            ids[row, width - len(context) :] = torch.tensor(context)
-            mask[row, width - len(context) :] = 1
-        sample = config.temperature > 0
-        self.model.eval()
-        self.batches.append(len(requests))
-        out = self.model.generate(
-            input_ids=ids.to(config.device),
-            attention_mask=mask.to(config.device),
-            do_sample=sample,
-            temperature=config.temperature if sample else None,
-            top_p=config.top_p if sample else None,
-            top_k=None,
-            max_new_tokens=max(n for _, n in requests),
-            output_logits=True,
-            return_dict_in_generate=True,
-            pad_token_id=pad,
-            eos_token_id=self.tokenizer.eos_token_id,
-        )
-        tokens = out.sequences[:, width:].cpu()
-        logits = torch.stack(out.logits, dim=1).float().cpu()
-        logprobs = torch.log_softmax(logits / (config.temperature if sample else 1.0), dim=-1)
-        chosen = logprobs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-        return [self._cut(tokens[row], chosen[row], limit) for row, (_, limit) in enumerate(requests)]
-
-    def _cut(self, tokens: torch.Tensor, logprobs: torch.Tensor, limit: int) -> Generated:
-        ids, eos = tokens.tolist()[:limit], self.tokenizer.eos_token_id
-        end = ids.index(eos) + 1 if eos in ids else len(ids)
-        return Generated(ids[:end], logprobs.tolist()[:end], stopped=eos in ids)
 
     async def aclose(self) -> None:
         if self._worker is not None:
@@ -188,20 +195,33 @@ class HFPolicy:
 
 
 class HFEpisode:
-    """One episode's token buffer and turn count."""
+    """One episode's token buffer, the cache of the tokens the model has seen, and its turn count."""
 
     def __init__(self, policy: HFPolicy, tools: list[dict[str, Any]]) -> None:
         self.policy = policy
         self.renderer = ChatRenderer(policy.tokenizer, tools)
         self._trajectory: TokenTrajectory | None = None
         self._seen = 0  # messages already in the buffer (the last one: this policy's own turn)
+        self._cache: KV | None = None  # keys and values of the buffer's first ``_cached`` tokens
+        self._cached = 0
+
+    def _first_prompt(self, messages: list[dict[str, Any]]) -> TokenTrajectory:
+        """The first prompt's tokens; its leading system message (with the tool list) comes from the
+        policy's prefix cache when it renders as a token prefix of the prompt."""
+        trajectory = TokenTrajectory(self.renderer.encode(self.renderer.text(messages, True)))
+        if self.policy.config.reuse_cache and messages and messages[0]["role"] == "system":
+            prefix = self.renderer.encode(self.renderer.text(messages[:1], False))
+            if (
+                0 < len(prefix) < len(trajectory.prompt_ids)
+                and trajectory.prompt_ids[: len(prefix)] == prefix
+            ):
+                self._cache, self._cached = self.policy.prefix_cache(prefix), len(prefix)
+        return trajectory
 
     async def act(self, messages: list[dict[str, Any]]) -> PolicyTurn:
         config, trajectory = self.policy.config, self._trajectory
         if trajectory is None:
-            trajectory = self._trajectory = TokenTrajectory(
-                self.renderer.encode(self.renderer.text(messages, True))
-            )
+            trajectory = self._trajectory = self._first_prompt(messages)
         else:
             trajectory.extend(self.renderer.added(messages, self._seen, False, True), generated=False)
         context = trajectory.prompt_ids + trajectory.response_ids
@@ -210,7 +230,11 @@ class HFEpisode:
             raise PolicyRefused(
                 f"the conversation has {len(context)} tokens; the context limit is {config.context_limit}"
             )
-        generated = await self.policy.generate(context, budget)
+        generated = await self.policy.generate(
+            GenerationRequest(context[self._cached :], self._cache, budget)
+        )
+        if config.reuse_cache:
+            self._cache, self._cached = generated.cache, len(context) + len(generated.ids) - 1
         trajectory.extend(generated.ids, generated=True, logprobs=generated.logprobs)
         if not generated.stopped:  # cut at max_new_tokens: close the turn as the template would
             trajectory.extend([self.policy.tokenizer.eos_token_id], generated=False)

@@ -14,7 +14,9 @@ class TrainerConfig:
     assistant turn come before the ``epochs`` on whole conversations: short examples dense in what a
     from-scratch model learns last (copying the request's ids into the first call). ``micro_batch_tokens``
     bounds one forward pass (gradients accumulate); ``mini_batches`` optimizer steps are taken per GRPO
-    step (the later ones are off-policy, so the clipped ratio matters)."""
+    step (the later ones are off-policy, so the clipped ratio matters). ``precision`` is ``bf16`` (autocast)
+    or ``fp32``; ``lora_rank`` > 0 trains LoRA adapters on every linear layer instead of all weights
+    (merged into every saved checkpoint)."""
 
     lr: float = 2e-4
     sft_lr: float = 1e-3
@@ -38,6 +40,9 @@ class TrainerConfig:
     max_grad_norm: float = 1.0
     seed: int = 0
     device: str = "cpu"
+    precision: str = "fp32"
+    lora_rank: int = 0
+    lora_alpha: float = 32.0
 
 
 @dataclass

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from arena.policies.hf import HFPolicy
+from arena.policies.precision import resolve_precision
 from arena.rollout.episode import EpisodeConfig, SessionProvider
 from task_synth.model import Task
 from trainers.local.config import TrainerConfig
@@ -34,7 +35,8 @@ def trainer_config(trainer: dict[str, Any], policy: dict[str, Any]) -> TrainerCo
         import torch
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    return TrainerConfig(**(values | {"device": device}))
+    precision = resolve_precision(policy.get("precision") or "auto", device)
+    return TrainerConfig(**(values | {"device": device, "precision": precision}))
 
 
 def current_policy(trainer: GRPOTrainer, *, greedy: bool) -> HFPolicy:

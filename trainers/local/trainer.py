@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel
 from verl.trainer.ppo.core_algos import (
     agg_loss,
     compute_grpo_outcome_advantage,
@@ -31,6 +31,7 @@ from verl.workers.config import ActorConfig
 
 from arena.policies.base import TokenTrajectory
 from arena.policies.hf import HFPolicy, HFPolicyConfig, encode_conversation
+from arena.policies.precision import autocast
 from arena.rollout.episode import EpisodeConfig, SessionProvider, episodes
 from arena.rollout.records import EpisodeRecord
 from task_synth.model import Task
@@ -69,9 +70,11 @@ class GRPOTrainer:
         torch.manual_seed(config.seed)
         self.model_dir = str(model_dir)
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        self.model: PreTrainedModel = AutoModelForCausalLM.from_pretrained(model_dir).to(config.device)
+        model = AutoModelForCausalLM.from_pretrained(model_dir).to(config.device)
+        self.model: PreTrainedModel = with_lora(model, config) if config.lora_rank else model
         self.ref_model: PreTrainedModel | None = None
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=config.lr, weight_decay=0.0)
+        trainable = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=0.0)
         self.step = 0
         self.policy = HFPolicy(
             self.model,
@@ -85,6 +88,7 @@ class GRPOTrainer:
                 context_limit=config.context_limit,
                 max_batch=config.concurrency,
                 seed=config.seed,
+                precision=config.precision,
             ),
         )
         self._actor = ActorConfig(
@@ -152,6 +156,7 @@ class GRPOTrainer:
             loss_sum += nll.item()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.config.max_grad_norm)
         self.optimizer.step()
+        self.policy.weights_changed()
         return loss_sum
 
     # -- GRPO -----------------------------------------------------------------------------------------
@@ -265,6 +270,7 @@ class GRPOTrainer:
             clip_sum += pg_metrics["actor/pg_clipfrac"] * share
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.max_grad_norm)
         self.optimizer.step()
+        self.policy.weights_changed()
         return {"pg_loss": pg_sum, "kl": kl_sum, "clipfrac": clip_sum, "grad_norm": float(norm)}
 
     @torch.no_grad()
@@ -296,20 +302,22 @@ class GRPOTrainer:
         self, model: PreTrainedModel, trajectories: list[TokenTrajectory], temperature: float
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probs of the generated (mask 1) response tokens under ``model`` (logits / temperature, as
-        sampled), 0 elsewhere, padded to the longest response; and the response mask. The output head
-        runs only where a generated token is predicted (tool results are most of the tokens)."""
+        sampled), 0 elsewhere, padded to the longest response; and the response mask. The prompt prefix
+        the rows share (an environment's system prompt and tool list; a GRPO group's whole prompt) goes
+        through the model once; the output head runs only where a generated token is predicted."""
         device = self.config.device
         sequences = [t.prompt_ids + t.response_ids for t in trajectories]
-        width = max(len(s) for s in sequences)
-        ids = _padded(sequences, width, self.tokenizer.pad_token_id or 0).to(device)
-        attention = _padded([[1] * len(s) for s in sequences], width, 0).to(device)
-        hidden = model.base_model(input_ids=ids, attention_mask=attention).last_hidden_state
+        with autocast(self.config.precision, device):
+            hidden = shared_prefix_hidden(
+                model.get_decoder(), sequences, min(len(t.prompt_ids) for t in trajectories), device
+            )
+        ids = _padded(sequences, hidden.shape[1], self.tokenizer.pad_token_id or 0).to(device)
         response = max(len(t.response_ids) for t in trajectories)
         mask = _padded([t.response_mask for t in trajectories], response, 0).to(device)
         rows, cols = mask.nonzero(as_tuple=True)
         starts = torch.tensor([len(t.prompt_ids) for t in trajectories], device=device)
         positions = starts[rows] + cols
-        logits = model.get_output_embeddings()(hidden[rows, positions - 1]).float() / temperature
+        logits = model.get_output_embeddings()(hidden[rows, positions - 1].float()).float() / temperature
         chosen = torch.log_softmax(logits, dim=-1).gather(-1, ids[rows, positions].unsqueeze(-1)).squeeze(-1)
         out = torch.zeros((len(trajectories), response), device=device).index_put((rows, cols), chosen)
         return out.cpu(), mask.float().cpu()
@@ -317,15 +325,18 @@ class GRPOTrainer:
     # -- checkpoints ----------------------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
         """A Hugging Face checkpoint (model, tokenizer) plus the optimizer, step, RNG and reference model,
-        written to a temporary folder and renamed into place (a crash never leaves half a checkpoint)."""
+        written to a temporary folder and renamed into place (a crash never leaves half a checkpoint).
+        LoRA adapters are merged into the saved weights; a trainer resumed from them starts fresh adapters
+        and a fresh optimizer on the merged weights."""
         target = Path(directory)
         scratch = target.with_name(target.name + ".partial")
         shutil.rmtree(scratch, ignore_errors=True)
-        self.model.save_pretrained(scratch)
+        merged(self.model).save_pretrained(scratch)
         self.tokenizer.save_pretrained(scratch)
         if self.ref_model is not None:
-            self.ref_model.save_pretrained(scratch / REF_DIR)
-        state = {"optimizer": self.optimizer.state_dict(), "step": self.step, "rng": torch.get_rng_state()}
+            merged(self.ref_model).save_pretrained(scratch / REF_DIR)
+        optimizer = None if self.config.lora_rank else self.optimizer.state_dict()
+        state = {"optimizer": optimizer, "step": self.step, "rng": torch.get_rng_state()}
         torch.save(state, scratch / STATE_FILE)
         (scratch / CONFIG_FILE).write_text(json.dumps(asdict(self.config), indent=2))
         shutil.rmtree(target, ignore_errors=True)
@@ -339,7 +350,8 @@ class GRPOTrainer:
         saved = TrainerConfig(**json.loads((directory / CONFIG_FILE).read_text()))
         trainer = cls(directory, config or saved)
         state = torch.load(directory / STATE_FILE, weights_only=False)
-        trainer.optimizer.load_state_dict(state["optimizer"])
+        if state["optimizer"] is not None and not trainer.config.lora_rank:
+            trainer.optimizer.load_state_dict(state["optimizer"])
         trainer.step = state["step"]
         torch.set_rng_state(state["rng"])
         if (directory / REF_DIR).is_dir():
@@ -362,6 +374,59 @@ def _length_grouped(
         batches += [chunk[i : i + size] for i in range(0, len(chunk), size)]
     order.shuffle(batches)
     return batches
+
+
+def shared_prefix_hidden(
+    decoder: torch.nn.Module, sequences: list[list[int]], max_prefix: int, device: str
+) -> torch.Tensor:
+    """The decoder's last hidden states of right-padded ``sequences``: the longest prefix they all share
+    (at most ``max_prefix`` tokens) is run once and its keys and values broadcast to every row (gradients
+    flow back through it), then each row's remaining tokens."""
+    width = max(len(s) for s in sequences)
+    shared = 0
+    limit = min(max_prefix, min(len(s) for s in sequences) - 1)
+    while shared < limit and all(s[shared] == sequences[0][shared] for s in sequences):
+        shared += 1
+    if len(sequences) == 1 or shared < 2:
+        ids = _padded(sequences, width, 0).to(device)
+        attention = _padded([[1] * len(s) for s in sequences], width, 0).to(device)
+        return decoder(input_ids=ids, attention_mask=attention).last_hidden_state
+    prefix = decoder(input_ids=torch.tensor([sequences[0][:shared]], device=device), use_cache=True)
+    batch = len(sequences)
+    cache = DynamicCache(
+        ddp_cache_data=[
+            (layer.keys.expand(batch, -1, -1, -1), layer.values.expand(batch, -1, -1, -1))
+            for layer in prefix.past_key_values.layers
+        ]
+    )
+    rest = [s[shared:] for s in sequences]
+    ids = _padded(rest, width - shared, 0).to(device)
+    attention = _padded([[1] * len(s) for s in sequences], width, 0).to(device)
+    positions = torch.arange(shared, width, device=device).expand(batch, -1)
+    tail = decoder(
+        input_ids=ids, attention_mask=attention, position_ids=positions, past_key_values=cache, use_cache=True
+    ).last_hidden_state
+    return torch.cat([prefix.last_hidden_state.expand(batch, -1, -1), tail], dim=1)
+
+
+def with_lora(model: PreTrainedModel, config: TrainerConfig) -> PreTrainedModel:
+    """``model`` with LoRA adapters (``peft``) of ``config.lora_rank`` on every linear layer; only the
+    adapters train."""
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(
+        r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=0.0, target_modules="all-linear"
+    )
+    return get_peft_model(model, lora)
+
+
+def merged(model: PreTrainedModel) -> PreTrainedModel:
+    """``model`` as plain weights: a LoRA model's adapters merged into a copy, anything else as it is."""
+    from peft import PeftModel
+
+    if isinstance(model, PeftModel):
+        return copy.deepcopy(model).merge_and_unload()
+    return model
 
 
 def _frozen(model: PreTrainedModel) -> PreTrainedModel:

