@@ -19,7 +19,7 @@ def _model() -> LlamaForCausalLM:
 def test_a_shared_prefix_runs_once_with_the_same_hidden_states_and_gradients() -> None:
     model = _model()
     prefix = [3, 7, 9, 11, 4, 5]
-    sequences = [prefix + [8, 2, 6], prefix + [1], prefix + [9, 9, 9, 9, 3]]
+    sequences = [[*prefix, 8, 2, 6], [*prefix, 1], [*prefix, 9, 9, 9, 9, 3]]
     width = max(len(s) for s in sequences)
     shared = shared_prefix_hidden(model.get_decoder(), sequences, len(prefix), "cpu")
     ids = _padded(sequences, width, 0)

@@ -286,7 +286,7 @@ class EvolveOutcome:
         base = self.stages.get("eval:base")
         return {
             "run_id": self.run_id,
-            "rounds": len(rounds) - 1,
+            "rounds": len(evals) - 1,
             "heldout_success_per_round": [round(e["success"], 4) for e in evals],
             "heldout_ci95_per_round": [[round(x, 4) for x in e["ci95"]] for e in evals],
             "heldout_tasks": len(self.stages["sets"]["heldout"]),

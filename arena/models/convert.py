@@ -77,8 +77,9 @@ def convert_gguf(
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     except Exception as exc:  # the gguf reader raises many kinds of error on a damaged file
         raise ModelError(f"{gguf.name} is not a readable GGUF model (corrupt or truncated?): {exc}") from None
+    vocabulary = tokenizer.get_vocab()
     for token in (eos_token, pad_token):
-        if tokenizer.convert_tokens_to_ids(token) in (None, tokenizer.unk_token_id):
+        if token not in vocabulary:
             raise ModelError(f"{gguf.name}: its vocabulary has no {token!r} token")
     tokenizer.eos_token, tokenizer.pad_token = eos_token, pad_token
     tokenizer.chat_template = chatml_tools_template(tool_result_chars)
