@@ -21,6 +21,8 @@ def cmd_evolve(args: argparse.Namespace) -> int:
 
     from arena.evolve.loop import evolve
     from arena.evolve.settings import EvolveSettings
+    from arena.models.catalog import UnknownModel
+    from arena.models.convert import ModelError
     from arena.runtime.errors import InfrastructureError
     from arena.store import StoreError
     from environments.registry import UnknownEnvironment
@@ -33,7 +35,14 @@ def cmd_evolve(args: argparse.Namespace) -> int:
             return 0
         settings = load("evolve", args.overrides, EvolveSettings)
         outcome = asyncio.run(evolve(settings, console))
-    except (ConfigError, UnknownEnvironment, EnvironmentSpecError, StoreError) as exc:
+    except (
+        ConfigError,
+        UnknownEnvironment,
+        EnvironmentSpecError,
+        StoreError,
+        ModelError,
+        UnknownModel,
+    ) as exc:
         err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return 2
     except InfrastructureError as exc:
