@@ -1,15 +1,18 @@
-"""Local-trainer benchmark on the tiny policy: rollout episodes/s, update tokens/s, seconds per GRPO step
-and the environment's share of rollout wall time.
+"""Local-trainer benchmark on the pretrained policy (``smollm2-135m``, fetched once): SFT and GRPO-update
+tokens/s per precision and fine-tuning mode on the same batch, rollout episodes/s with and without reused
+keys and values, and the environments' share of a GRPO step.
 
-Usage: python benchmarks/train.py [--tasks 8] [--n 4] [--steps 2] [--sft-epochs 3] [--model DIR]
+Usage: python benchmarks/train.py [--tasks 4] [--n 4] [--sft-examples 16] [--model NAME_OR_DIR] [--bf16]
 
-Synthesizes level-1 tasks of two built-in environments (offline), builds the ``tiny`` model (tokenizer
-trained on their tool schemas, requests and results), warms it up by SFT on the tasks' reference
-conversations (so it makes tool calls; ``--model`` starts from a trained checkpoint instead), then
-runs GRPO steps (tasks x n rollouts each, through the real episode loop on a local pool) and times them.
-Baseline for the rollout: the same step's episodes with generation one turn at a time (``max_batch=1``,
-no batching across concurrent episodes). The env share is the time episodes spent waiting on tool calls
-over their wall time. The last line printed is one JSON object.
+Synthesizes level 1-2 tasks of two built-in environments (offline) and plays them with the ``reference``
+policy: their conversations are the SFT batch. Every variant (float32 full fine-tune, float32 LoRA r=16 on
+every linear layer, and with ``--bf16`` or where the processor has native bfloat16 the same two under bf16
+autocast) starts from the same weights and trains one epoch on the same batch, then one GRPO update on the
+same rollouts. Rollouts: ``tasks`` x ``n`` episodes through the real episode loop on a local pool,
+sampled with the same seed, once with the environment's prompt prefix and each episode's earlier turns
+reused (``reuse_cache``) and once re-encoding the whole conversation every turn (the baseline). The env
+share is the time episodes spent waiting on tool calls over the GRPO step's wall time. The last line
+printed is one JSON object.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import asyncio
 import json
 import statistics
 import sys
-import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,8 +30,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import torch  # noqa: E402
+
+from arena.models.fetch import resolve  # noqa: E402
+from arena.policies.precision import native_bf16  # noqa: E402
 from arena.policies.scripted import ReferencePolicy  # noqa: E402
-from arena.policies.tiny import build_tiny, conversation_corpus, tool_corpus  # noqa: E402
 from arena.rollout.conversation import messages_of  # noqa: E402
 from arena.rollout.episode import SYSTEM_PROMPT, EpisodeConfig, run_episode, tool_specs  # noqa: E402
 from arena.runtime.pool import EnvPool, PoolConfig  # noqa: E402
@@ -36,8 +42,10 @@ from benchmarks.stats import Row, print_table  # noqa: E402
 from task_synth.model import Task  # noqa: E402
 from task_synth.synthesizer import synthesize  # noqa: E402
 from trainers.local import GRPOTrainer, SFTExample, TrainerConfig  # noqa: E402
+from trainers.local.trainer import scored_rollouts  # noqa: E402
 
 ENVS = ("library", "airline")
+LORA_RANK = 16
 
 
 async def reference_example(pool: EnvPool, task: Task) -> SFTExample:
@@ -48,63 +56,114 @@ async def reference_example(pool: EnvPool, task: Task) -> SFTExample:
     return SFTExample(messages_of(record, SYSTEM_PROMPT), tools)
 
 
-async def run(tasks_per_step: int, n: int, steps: int, sft_epochs: int, model: Path | None) -> dict[str, Any]:
-    async with EnvPool(PoolConfig(envs=dict.fromkeys(ENVS, 1), warm_sessions_per_worker=8)) as pool:
-        tasks = [
-            t
-            for env in ENVS
-            for t in (await synthesize(pool, env, n=tasks_per_step, levels=[1], seed=3)).tasks
+def variants(bf16: bool) -> list[tuple[str, dict[str, Any]]]:
+    out = [("fp32 full", {"precision": "fp32"}), ("fp32 LoRA", {"precision": "fp32", "lora_rank": LORA_RANK})]
+    if bf16:
+        out += [
+            ("bf16 full", {"precision": "bf16"}),
+            ("bf16 LoRA", {"precision": "bf16", "lora_rank": LORA_RANK}),
         ]
-        examples = [await reference_example(pool, task) for task in tasks]
-        corpus = [SYSTEM_PROMPT, *(s for e in examples for s in tool_corpus(e.tools))]
-        corpus += conversation_corpus(e.messages for e in examples)
-        with tempfile.TemporaryDirectory() as scratch:
-            config = TrainerConfig(
-                epochs=sft_epochs,
-                n_rollouts=n,
-                tasks_per_step=tasks_per_step,
-                max_new_tokens=64,
-                concurrency=32,
-            )
-            trainer = GRPOTrainer(model or build_tiny(Path(scratch) / "tiny", corpus), config)
-            sft = trainer.sft(examples) if sft_epochs else {"tokens_per_s": None}
-            episode = EpisodeConfig(max_turns=4)
-            step_tasks = tasks[:tasks_per_step]
-            batched = trainer.policy.config
-            trainer.policy.config = replace(batched, max_batch=1)  # the baseline first: both see warm state
-            unbatched = await trainer.grpo_step(pool, step_tasks, episode)
-            trainer.policy.config = batched
-            metrics = [await trainer.grpo_step(pool, step_tasks, episode) for _ in range(steps)]
-    rollout = [m.episodes / m.rollout_s for m in metrics]
-    update = [m.update_tokens / m.update_s for m in metrics]
-    step = [m.rollout_s + m.update_s for m in metrics]
-    env_share = [m.tool_wait_s / m.episode_wall_s for m in metrics]
-    print_table(
-        f"local GRPO on the tiny policy: {tasks_per_step} tasks x {n} rollouts per step, {steps} steps",
-        [
-            Row.from_samples(
-                "rollout episodes/s",
-                rollout,
-                unit="ep/s",
-                baseline_name="generation one turn at a time",
-                baseline=unbatched.episodes / unbatched.rollout_s,
+    return out
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    model = resolve(args.model)
+    bf16 = args.bf16 or native_bf16("cpu")
+    base = TrainerConfig(
+        epochs=1,
+        n_rollouts=args.n,
+        tasks_per_step=args.tasks,
+        max_new_tokens=64,
+        concurrency=32,
+        context_limit=2048,
+        sft_lr=1e-4,
+        lr=1e-5,
+    )
+    async with EnvPool(PoolConfig(envs=dict.fromkeys(ENVS, 1), warm_sessions_per_worker=8)) as pool:
+        per_env = max(args.sft_examples, args.tasks) // len(ENVS) + 1
+        tasks = [
+            t for env in ENVS for t in (await synthesize(pool, env, n=per_env, levels=[1, 2], seed=3)).tasks
+        ]
+        examples = [await reference_example(pool, task) for task in tasks][: args.sft_examples]
+        step_tasks = tasks[: args.tasks]
+        episode = EpisodeConfig(max_turns=4)
+        rollouts: dict[str, Any] = {}
+        player = GRPOTrainer(model, base)
+        for reuse in (True, False):
+            player.policy.config = replace(player.policy.config, reuse_cache=reuse)
+            torch.manual_seed(0)  # the same sampling draws for both
+            started = time.perf_counter()
+            records = await player.rollout(pool, step_tasks, episode)
+            rollouts[str(reuse)] = (records, time.perf_counter() - started)
+        records, rollout_s = rollouts["True"]
+        batch, _ = scored_rollouts(records)
+        results = {}
+        for name, fields in variants(bf16):
+            trainer = GRPOTrainer(model, replace(base, **fields))
+            sft = trainer.sft(examples)
+            started = time.perf_counter()
+            update = trainer.update(batch)
+            update_s = time.perf_counter() - started
+            results[name] = {
+                "sft_tokens_per_s": sft["tokens_per_s"],
+                "update_tokens_per_s": update["update_tokens"] / update_s if update_s else None,
+                "update_s": update_s,
+            }
+            del trainer
+    cached = len(records) / rollout_s
+    plain = len(rollouts["False"][0]) / rollouts["False"][1]
+    full = results["fp32 full"]
+    step_s = rollout_s + full["update_s"]
+    env_share = sum(sum(t.tool_wait_s for t in r.turns) for r in records) / step_s
+    rows = [
+        Row(
+            "rollout episodes/s (reused KV)",
+            cached,
+            unit="ep/s",
+            target=">= 2x",
+            lower_is_better=False,
+            baseline_name="whole conversation re-encoded every turn",
+            baseline=plain,
+        ),
+    ]
+    for name, figures in results.items():
+        rows.append(
+            Row(
+                f"SFT tokens/s, {name}",
+                figures["sft_tokens_per_s"],
+                unit="tok/s",
                 lower_is_better=False,
-            ),
-            Row.from_samples("update tokens/s", update, unit="tok/s", lower_is_better=False),
-            Row.from_samples("GRPO step", step, unit="s"),
-            Row.from_samples("env share of rollout wall", env_share, unit="share"),
-            Row("SFT warm start tokens/s", sft["tokens_per_s"], unit="tok/s", lower_is_better=False),
-        ],
+                baseline_name="fp32 full",
+                baseline=full["sft_tokens_per_s"],
+                target=">= 2x" if name == "bf16 LoRA" else "",
+            )
+        )
+        rows.append(
+            Row(
+                f"GRPO update tokens/s, {name}",
+                figures["update_tokens_per_s"],
+                unit="tok/s",
+                lower_is_better=False,
+                baseline_name="fp32 full",
+                baseline=full["update_tokens_per_s"],
+            )
+        )
+    rows.append(Row("env share of a GRPO step", env_share, unit="share"))
+    print_table(
+        f"local trainer on {Path(model).name}: {args.tasks} tasks x {args.n} rollouts, "
+        f"{len(examples)} SFT conversations",
+        rows,
     )
     return {
-        "rollout_episodes_per_s": round(statistics.median(rollout), 3),
-        "rollout_episodes_per_s_unbatched": round(unbatched.episodes / unbatched.rollout_s, 3),
-        "update_tokens_per_s": round(statistics.median(update), 1),
-        "step_s": round(statistics.median(step), 2),
-        "env_share_of_rollout": round(statistics.median(env_share), 4),
-        "sft_tokens_per_s": sft["tokens_per_s"] and round(sft["tokens_per_s"], 1),
-        "success_per_step": [round(m.success, 3) for m in metrics],
-        "mean_turns": round(statistics.mean(len(r.turns) for m in metrics for r in m.records), 2),
+        "model": Path(model).name,
+        "native_bf16": native_bf16("cpu"),
+        "rollout_episodes_per_s": round(cached, 3),
+        "rollout_episodes_per_s_no_reuse": round(plain, 3),
+        "rollout_speedup": round(cached / plain, 2),
+        "sft_tokens_per_s": {k: round(v["sft_tokens_per_s"], 1) for k, v in results.items()},
+        "update_tokens_per_s": {k: round(v["update_tokens_per_s"] or 0, 1) for k, v in results.items()},
+        "env_share_of_grpo_step": round(env_share, 4),
+        "rollout_success": round(statistics.mean(r.reward for r in batch), 3) if batch else 0.0,
     }
 
 
@@ -112,13 +171,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--tasks", type=int, default=8, help="tasks per GRPO step")
+    parser.add_argument("--tasks", type=int, default=4, help="tasks per GRPO step")
     parser.add_argument("--n", type=int, default=4, help="rollouts per task")
-    parser.add_argument("--steps", type=int, default=2)
-    parser.add_argument("--sft-epochs", type=int, default=3, help="0: no warm start (use with --model)")
-    parser.add_argument("--model", type=Path, help="a trained tiny checkpoint to start from")
-    args = parser.parse_args()
-    print(json.dumps(asyncio.run(run(args.tasks, args.n, args.steps, args.sft_epochs, args.model))))
+    parser.add_argument("--sft-examples", type=int, default=16)
+    parser.add_argument("--model", default="smollm2-135m", help="a catalog name or a Hugging Face folder")
+    parser.add_argument("--bf16", action="store_true", help="also bf16 where the processor lacks native bf16")
+    print(json.dumps(asyncio.run(run(parser.parse_args()))))
 
 
 if __name__ == "__main__":

@@ -59,7 +59,7 @@ _TEMPLATE = (
 )
 
 
-def chatml_tools_template(tool_result_chars: int = 600, description_chars: int = 60) -> str:
+def chatml_tools_template(tool_result_chars: int = 400, description_chars: int = 60) -> str:
     """The template, showing the first ``tool_result_chars`` characters of each tool result and the first
     ``description_chars`` characters of each tool's description."""
     return (

@@ -65,7 +65,7 @@ def check_template(tokenizer: PreTrainedTokenizerBase) -> None:
 
 
 def convert_gguf(
-    gguf: Path, target: Path, *, eos_token: str, pad_token: str, tool_result_chars: int = 600
+    gguf: Path, target: Path, *, eos_token: str, pad_token: str, tool_result_chars: int = 400
 ) -> Path:
     """Dequantize ``gguf`` into a float32 Hugging Face folder at ``target`` with the arena's chat template
     (``arena.models.chat_template``) and the given end-of-turn and padding tokens."""

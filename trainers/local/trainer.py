@@ -360,16 +360,23 @@ class GRPOTrainer:
         return trainer
 
 
+PROMPT_KEY_TOKENS = 256
+"""Leading prompt tokens that tell apart the environments (the system prompt and the first tool lines)."""
+
+
 def _length_grouped(
     trajectories: list[TokenTrajectory], size: int, order: random.Random
 ) -> list[list[TokenTrajectory]]:
-    """Shuffled batches of ``size``, each drawn from a window of similar lengths (less padding)."""
+    """Shuffled batches of ``size``, each drawn from a window of examples sorted by environment (their
+    leading prompt tokens, so a batch shares its system prompt and tool list: one pass of the shared
+    prefix) and then by length (less padding)."""
     shuffled = order.sample(trajectories, len(trajectories))
     window = size * 8
     batches = []
     for start in range(0, len(shuffled), window):
         chunk = sorted(
-            shuffled[start : start + window], key=lambda t: len(t.prompt_ids) + len(t.response_ids)
+            shuffled[start : start + window],
+            key=lambda t: (t.prompt_ids[:PROMPT_KEY_TOKENS], len(t.prompt_ids) + len(t.response_ids)),
         )
         batches += [chunk[i : i + size] for i in range(0, len(chunk), size)]
     order.shuffle(batches)
