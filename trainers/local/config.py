@@ -16,7 +16,8 @@ class TrainerConfig:
     bounds one forward pass (gradients accumulate); ``mini_batches`` optimizer steps are taken per GRPO
     step (the later ones are off-policy, so the clipped ratio matters). ``precision`` is ``bf16`` (autocast)
     or ``fp32``; ``lora_rank`` > 0 trains LoRA adapters on every linear layer instead of all weights
-    (merged into every saved checkpoint)."""
+    (merged into every saved checkpoint); ``train_top_layers`` > 0 trains (or adapts) only that many top
+    decoder layers: the backward pass stops below them (0: every layer)."""
 
     lr: float = 2e-4
     sft_lr: float = 1e-3
@@ -43,6 +44,7 @@ class TrainerConfig:
     precision: str = "fp32"
     lora_rank: int = 0
     lora_alpha: float = 32.0
+    train_top_layers: int = 0
 
 
 @dataclass

@@ -72,6 +72,8 @@ class GRPOTrainer:
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         model = AutoModelForCausalLM.from_pretrained(model_dir).to(config.device)
         self.model: PreTrainedModel = with_lora(model, config) if config.lora_rank else model
+        if config.train_top_layers and not config.lora_rank:
+            freeze_below_top(self.model, config.train_top_layers)
         self.ref_model: PreTrainedModel | None = None
         trainable = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(trainable, lr=config.lr, weight_decay=0.0)
@@ -421,10 +423,26 @@ def with_lora(model: PreTrainedModel, config: TrainerConfig) -> PreTrainedModel:
     adapters train."""
     from peft import LoraConfig, get_peft_model
 
+    layers = model.config.num_hidden_layers
+    top = config.train_top_layers or layers
     lora = LoraConfig(
-        r=config.lora_rank, lora_alpha=config.lora_alpha, lora_dropout=0.0, target_modules="all-linear"
+        r=config.lora_rank,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=0.0,
+        target_modules="all-linear",
+        layers_to_transform=list(range(layers - top, layers)),
     )
     return get_peft_model(model, lora)
+
+
+def freeze_below_top(model: PreTrainedModel, top: int) -> None:
+    """Train only the top ``top`` decoder layers and the final norm: the embeddings (tied to the output
+    head) and every lower layer are frozen, so neither the backward pass nor the optimizer visits them."""
+    model.requires_grad_(False)
+    decoder = model.get_decoder()
+    for layer in decoder.layers[-top:]:
+        layer.requires_grad_(True)
+    decoder.norm.requires_grad_(True)
 
 
 def merged(model: PreTrainedModel) -> PreTrainedModel:
