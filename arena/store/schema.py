@@ -110,6 +110,8 @@ class EpisodeRow(Base):
     infra_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     metrics: Mapped[dict[str, float]] = mapped_column(JSON)
     wall_s: Mapped[float] = mapped_column(Float)
+    # What the episode wrote (``EpisodeRecord.state_diff``); NULL in stores older than this column.
+    state_diff: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
 
 
