@@ -18,7 +18,7 @@ from arena.eval.stats import wilson_interval
 from arena.rollout.records import EpisodeRecord, FailureMode, ToolCallRecord, TurnRecord
 from arena.store import Database, RunStore, TaskStore
 from arena.view import create_app
-from arena.view.app import _episode_url
+from arena.view.app import episode_url
 from task_synth.model import FieldRule, Rubric, Task, TaskKind, Verdict, Verifier
 from tests.postgres import postgres_server
 
@@ -197,7 +197,7 @@ def test_run_page_pages_and_filters_on_the_server(client: TestClient) -> None:
 
 
 def test_episode_page_shows_transcript_verdict_diff_and_tokens(client: TestClient) -> None:
-    page = client.get(_episode_url("older", "t-a", 0))
+    page = client.get(episode_url("older", "t-a", 0))
     assert page.status_code == 200
     text = _text(page.text)
     for expected in (
@@ -222,16 +222,16 @@ def test_episode_page_shows_transcript_verdict_diff_and_tokens(client: TestClien
 
 
 def test_episode_page_shows_the_task_and_an_infra_error(client: TestClient) -> None:
-    assert f'href="{_episode_url("with-task", TASK_ID, 0)}"' in client.get("/runs/with-task").text
-    text = _text(client.get(_episode_url("with-task", TASK_ID, 0)).text)
+    assert f'href="{episode_url("with-task", TASK_ID, 0)}"' in client.get("/runs/with-task").text
+    text = _text(client.get(episode_url("with-task", TASK_ID, 0)).text)
     assert "How many copies of <b>Dune</b> are there?" in text and "verifier" in text
-    infra = _text(client.get(_episode_url("older", "t-b", 0)).text)
+    infra = _text(client.get(episode_url("older", "t-b", 0)).text)
     assert "unscored" in infra and "Infrastructure error (not scored): worker lost" in infra
     assert "Not recorded" in infra
 
 
 def test_everything_from_the_store_is_escaped(client: TestClient) -> None:
-    page = client.get(_episode_url("newer", "t-xss", 0))
+    page = client.get(episode_url("newer", "t-xss", 0))
     assert page.status_code == 200
     assert "<script>" not in page.text
     assert "&lt;script&gt;document.title=" in page.text
@@ -241,7 +241,7 @@ def test_everything_from_the_store_is_escaped(client: TestClient) -> None:
 
 
 def test_missing_run_episode_or_page_is_a_404_page(client: TestClient) -> None:
-    for path in ("/runs/nope", _episode_url("newer", "nope", 0), "/evolve/nope", "/no/such/page"):
+    for path in ("/runs/nope", episode_url("newer", "nope", 0), "/evolve/nope", "/no/such/page"):
         page = client.get(path)
         assert page.status_code == 404, path
         assert "Not found" in page.text and "All runs" in page.text
@@ -323,10 +323,8 @@ def test_evolve_page_rounds_chart_gaps_and_flips(tmp_path: Path) -> None:
         # h0 and h3 went from failed to passed; each links to both rounds' episodes
         assert "2 gained, 0 lost" in text
         for task in ("h0", "h3"):
-            assert (
-                _episode_url("evo-r0", task, 0) in page.text and _episode_url("evo-r1", task, 0) in page.text
-            )
-        assert _episode_url("evo-r0", "h1", 0) not in page.text
+            assert episode_url("evo-r0", task, 0) in page.text and episode_url("evo-r1", task, 0) in page.text
+        assert episode_url("evo-r0", "h1", 0) not in page.text
         same = _text(client.get("/evolve/evo", params={"a": 1, "b": 1}).text)
         assert "Pick two different rounds" in same
         chart = client.get("/evolve/evo/success.png")
@@ -350,7 +348,7 @@ def test_a_store_from_before_the_state_diff_column_still_opens(tmp_path: Path) -
     db = Database(f"sqlite:///{path}")
     RunStore(db).record("old", _episode("t-old"), "data")
     with TestClient(create_app(db)) as client:
-        assert "loans" in _text(client.get(_episode_url("old", "t-old", 0)).text)
+        assert "loans" in _text(client.get(episode_url("old", "t-old", 0)).text)
     db.close()
 
 

@@ -42,7 +42,7 @@ def _pct(value: float) -> str:
     return f"{100 * value:.1f}%"
 
 
-def _episode_url(run_id: str, task_id: str, repeat: int) -> str:
+def episode_url(run_id: str, task_id: str, repeat: int) -> str:
     return f"/runs/{quote(run_id, safe='')}/episodes/{repeat}/{quote(task_id, safe='')}"
 
 
@@ -61,7 +61,7 @@ def _templates() -> Jinja2Templates:
         "q": lambda s: quote(str(s), safe=""),
         "combine_page": lambda query, page: {**query, "page": str(page)},
     }
-    env.globals |= {"episode_url": _episode_url, "urlencode": urlencode, "breakdown_names": BREAKDOWNS}
+    env.globals |= {"episode_url": episode_url, "urlencode": urlencode, "breakdown_names": BREAKDOWNS}
     return Jinja2Templates(env=env)
 
 
