@@ -115,10 +115,11 @@ def postgres_url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def client(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestClient]:
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """The app over one filled store per backend, shared by the module's read-only page tests."""
     if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'arena.db'}"
+        url = f"sqlite:///{tmp_path_factory.mktemp('view') / 'arena.db'}"
     else:
         url = request.getfixturevalue("postgres_url")
     db = Database(url)
@@ -127,15 +128,6 @@ def client(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[TestClien
 
         Base.metadata.drop_all(db.engine)
         Base.metadata.create_all(db.engine)
-    _fill(db)
-    with TestClient(create_app(db)) as test_client:
-        yield test_client
-    db.close()
-
-
-@pytest.fixture
-def sqlite_client(tmp_path: Path) -> Iterator[TestClient]:
-    db = Database(f"sqlite:///{tmp_path / 'arena.db'}")
     _fill(db)
     with TestClient(create_app(db)) as test_client:
         yield test_client
@@ -249,11 +241,11 @@ def test_missing_run_episode_or_page_is_a_404_page(client: TestClient) -> None:
     assert client.get("/evolve/newer").status_code == 404  # an eval run is not an evolve run
 
 
-def test_bad_parameters_are_a_400_page(sqlite_client: TestClient) -> None:
-    page = sqlite_client.get("/runs/newer", params={"level": "two"})
+def test_bad_parameters_are_a_400_page(client: TestClient) -> None:
+    page = client.get("/runs/newer", params={"level": "two"})
     assert page.status_code == 400 and "level must be a whole number, got &#39;two&#39;" in page.text
-    assert sqlite_client.get("/runs/newer", params={"passed": "maybe"}).status_code == 400
-    assert sqlite_client.get("/compare", params={"a": "newer"}).status_code == 400
+    assert client.get("/runs/newer", params={"passed": "maybe"}).status_code == 400
+    assert client.get("/compare", params={"a": "newer"}).status_code == 400
 
 
 def _evolve(db: Database) -> None:
@@ -338,14 +330,18 @@ def test_evolve_page_rounds_chart_gaps_and_flips(tmp_path: Path) -> None:
     db.close()
 
 
-def test_a_store_from_before_the_state_diff_column_still_opens(tmp_path: Path) -> None:
+def test_a_store_from_before_the_diff_column_and_view_index_still_opens(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     db = Database(f"sqlite:///{path}")
     RunStore(db).start("old", policy="random", suite="core", config={}, git_revision=None, planned=1)
     db.close()
     with sqlite3.connect(path) as raw:
         raw.execute("ALTER TABLE episodes DROP COLUMN state_diff")
+        raw.execute("DROP INDEX ix_episodes_run_outcome")
     db = Database(f"sqlite:///{path}")
+    with sqlite3.connect(path) as raw:
+        indexes = {row[1] for row in raw.execute("PRAGMA index_list(episodes)")}
+    assert "ix_episodes_run_outcome" in indexes
     RunStore(db).record("old", _episode("t-old"), "data")
     with TestClient(create_app(db)) as client:
         assert "loans" in _text(client.get(episode_url("old", "t-old", 0)).text)

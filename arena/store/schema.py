@@ -92,6 +92,8 @@ class EpisodeRow(Base):
     __table_args__ = (
         UniqueConstraint("run_id", "task_id", "repeat", name="uq_episodes_run_task_repeat"),
         Index("ix_episodes_run", "run_id"),
+        # Covers the per-run success breakdowns and run lists of `arena view` (index-only scans).
+        Index("ix_episodes_run_outcome", "run_id", "env", "level", "category", "failure_mode", "passed"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)

@@ -93,7 +93,15 @@ class Viewer:
         with self.db.session() as session:
             lines = queries.list_runs(session, filters)
             kinds, policies = queries.run_kinds_and_policies(session)
-        return self._page(request, "runs.html", runs=lines, filters=filters, kinds=kinds, policies=policies)
+        return self._page(
+            request,
+            "runs.html",
+            runs=lines,
+            filters=filters,
+            kinds=kinds,
+            policies=policies,
+            truncated=len(lines) == queries.RUNS_SHOWN,
+        )
 
     def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]

@@ -18,6 +18,7 @@ from arena.eval.stats import wilson_interval
 from arena.store.schema import EpisodeRow, RunRow, StepRow, TaskRow
 
 PAGE_SIZE = 50
+RUNS_SHOWN = 500
 BREAKDOWNS = {"env": "environment", "level": "level", "category": "category", "failure_mode": "failure mode"}
 
 
@@ -153,7 +154,7 @@ def _rate_columns() -> tuple[Any, Any, Any]:
     )
 
 
-def list_runs(session: Session, filters: RunFilters, limit: int = 500) -> list[RunLine]:
+def list_runs(session: Session, filters: RunFilters, limit: int = RUNS_SHOWN) -> list[RunLine]:
     """Runs newest first, with success over their scored episodes and the environments they played."""
     query = select(RunRow).order_by(RunRow.created_at.desc(), RunRow.id.desc()).limit(limit)
     if filters.kind:
