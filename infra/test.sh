@@ -12,6 +12,9 @@ if [[ ${EUID} -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
     if ! command -v bwrap >/dev/null 2>&1; then  # the sandbox of generated programs
         apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
     fi
+    if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then  # arena view's browser test
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+    fi
     eval "$(bash infra/podman/setup.sh)"
 elif [[ -n "${CI:-}" ]]; then
     echo "[test] CI needs root with apt-get to install Podman" >&2

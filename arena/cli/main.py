@@ -33,6 +33,7 @@ def _register_optional(subparsers: argparse._SubParsersAction) -> None:
         "arena.cli.synth",
         "arena.cli.tasks",
         "arena.cli.train",
+        "arena.cli.view",
     ):
         try:
             module = importlib.import_module(module_name)

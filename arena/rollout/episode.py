@@ -279,9 +279,10 @@ async def _play(session: EpisodeSession, task: Task, policy: Policy, episode: _E
                 if task.verifier.check_tool is not None:
                     record.verdict = await _environment_verdict(session, task, record)
                     return
-                diff = await session.diff() if task.verifier.state is not None else None
-                record.verdict = verify(task, record.answer, diff)
+                record.state_diff = await session.diff()
+                record.verdict = verify(task, record.answer, record.state_diff)
                 return
+        record.state_diff = await session.diff()
         record.verdict = Verdict(passed=False, reasons=[limit])
     except _Refused as exc:
         record.verdict = Verdict(passed=False, reasons=[str(exc)])

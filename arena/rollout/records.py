@@ -74,6 +74,7 @@ class EpisodeRecord:
     infra_error: str | None = None
     finished: bool = False  # the policy gave its final reply to the last user message
     wall_s: float = 0.0
+    state_diff: dict[str, Any] | None = None  # rows the episode inserted/deleted/changed, by table
     trajectory: TokenTrajectory | None = None  # token policies only; kept in memory, never stored
 
     @property

@@ -47,6 +47,13 @@ def _add_missing_columns(engine: Engine) -> None:
                     connection.execute(text(f'ALTER TABLE {table.name} ADD COLUMN "{column.name}" {kind}'))
 
 
+def _add_missing_indexes(engine: Engine) -> None:
+    """Create the indexes a newer schema has on tables an older version created."""
+    for table in Base.metadata.sorted_tables:
+        for index in table.indexes:
+            index.create(engine, checkfirst=True)
+
+
 class Database:
     """One store database: its engine, a session factory, and every table created on open."""
 
@@ -65,6 +72,7 @@ class Database:
         try:
             Base.metadata.create_all(self.engine)
             _add_missing_columns(self.engine)
+            _add_missing_indexes(self.engine)
         except SQLAlchemyError as exc:
             self.engine.dispose()
             reason = str(exc.orig if getattr(exc, "orig", None) else exc).splitlines()[0]

@@ -161,6 +161,7 @@ class RunStore:
                 infra_error=episode.infra_error,
                 metrics=episode.metrics(),
                 wall_s=episode.wall_s,
+                state_diff=episode.state_diff,
             )
             session.add(row)
             session.flush()
@@ -238,6 +239,7 @@ class RunStore:
                             "infra_error": row.infra_error,
                             "finished": row.status == "scored",
                             "wall_s": row.wall_s,
+                            "state_diff": row.state_diff,
                         }
                     )
                 )

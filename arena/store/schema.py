@@ -92,6 +92,8 @@ class EpisodeRow(Base):
     __table_args__ = (
         UniqueConstraint("run_id", "task_id", "repeat", name="uq_episodes_run_task_repeat"),
         Index("ix_episodes_run", "run_id"),
+        # Covers the per-run success breakdowns and run lists of `arena view` (index-only scans).
+        Index("ix_episodes_run_outcome", "run_id", "env", "level", "category", "failure_mode", "passed"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -110,6 +112,8 @@ class EpisodeRow(Base):
     infra_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     metrics: Mapped[dict[str, float]] = mapped_column(JSON)
     wall_s: Mapped[float] = mapped_column(Float)
+    # What the episode wrote (``EpisodeRecord.state_diff``); NULL in stores older than this column.
+    state_diff: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=_now)
 
 
