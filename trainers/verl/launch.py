@@ -135,7 +135,7 @@ def check_env_slots(arena: DictConfig) -> None:
         )
 
 
-def check_shared_storage(directory: Path, timeout_s: float = 60.0) -> None:
+def check_shared_storage(directory: Path, timeout_s: float = 300.0) -> None:
     """Every live Ray node must see ``directory`` (verl's checkpoints: workers write them, the driver
     reads the Hugging Face export and resumes from them): a marker written here is looked for on each
     node; ``ConfigError`` naming the nodes that do not see it."""
@@ -159,6 +159,11 @@ def check_shared_storage(directory: Path, timeout_s: float = 60.0) -> None:
             for node in nodes
         ]
         seen = ray.get(checks, timeout=timeout_s)
+    except ray.exceptions.GetTimeoutError:
+        raise ConfigError(
+            f"cannot check trainer.default_local_dir={directory} is shared: not every Ray node answered "
+            f"within {timeout_s:.0f} s"
+        ) from None
     finally:
         marker.unlink(missing_ok=True)
     blind = [node["NodeManagerAddress"] for node, ok in zip(nodes, seen, strict=True) if not ok]
