@@ -9,6 +9,7 @@ pool actor. No GPU, no download.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import time
 import uuid
@@ -239,7 +240,7 @@ def test_failure_before_first_generation_through_transfer_queue(harness: Harness
     from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
 
     worker, server = harness.worker()
-    config = worker.config.copy()
+    config = copy.deepcopy(worker.config)  # the harness's config stays as it is
     config.arena.pool_name, config.arena.infra_retries = "no_such_pool", 0  # every lease fails
     tq.init(config.transfer_queue)
     try:
