@@ -9,7 +9,9 @@ pool actor. No GPU, no download.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
+import time
 import uuid
 from pathlib import Path
 
@@ -18,6 +20,7 @@ import pytest
 import ray
 import torch
 from verl.protocol import DataProto
+from verl.utils import tensordict_utils as tu
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 from verl.workers.rollout.llm_server import LLMServerClient
 from verl.workers.rollout.router import get_router_handle
@@ -77,6 +80,14 @@ class Harness:
         batch = DataProto.from_single_dict(collate_fn([data[i] for i in range(len(data))]))
         return await worker.generate_sequences(batch), tasks, worker, server
 
+    def batch(self, plays: list[str]) -> dict:
+        """A collated batch of scripted tasks, read from their parquet export by verl's RLHFDataset."""
+        worker, _ = self.worker()
+        out = self.root / f"data-{uuid.uuid4().hex[:6]}"
+        dataset.export(scripted_tasks(self.task, plays), out, val_fraction=0.0)
+        data = RLHFDataset([str(out / "train.parquet")], worker.tokenizer, worker.config.data)
+        return collate_fn([data[i] for i in range(len(data))])
+
     async def leases(self) -> int:
         return (await self.pool.stats.remote())["leases"]
 
@@ -84,6 +95,8 @@ class Harness:
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory: pytest.TempPathFactory):
     started = not ray.is_initialized()
+    if started:
+        ray.init(include_dashboard=False, configure_logging=False)
     h = Harness(tmp_path_factory.mktemp("verl"))
     asyncio.run(h.start())
     yield h
@@ -187,3 +200,72 @@ async def test_dead_environment_worker_is_retried_on_a_fresh_session(harness: Ha
     assert row["failure_mode"] == "solved" and row["arena_infra_error"] == 0
     assert output.batch["rm_scores"].sum().item() == 1.0
     assert await harness.leases() == 0
+
+
+async def test_tool_results_cut_to_max_tool_response_length(harness: Harness) -> None:
+    worker, _ = harness.worker()
+    multi_turn = worker.config.actor_rollout_ref.rollout.multi_turn
+    multi_turn.max_tool_response_length, multi_turn.tool_response_truncate_side = 6, "right"
+    try:
+        output, _, _, _ = await harness.run(["correct"])
+    finally:
+        multi_turn.max_tool_response_length, multi_turn.tool_response_truncate_side = 16384, "middle"
+    batch = output.batch
+    length = int(batch["attention_mask"][0][batch["prompts"].shape[1] :].sum())
+    response, mask = batch["responses"][0][:length].tolist(), batch["response_mask"][0][:length].tolist()
+    context = worker.tokenizer.decode([t for t, m in zip(response, mask, strict=True) if not m])
+    assert "...(truncated)" in context and '"copies"' not in context  # the model saw 6 characters of it
+    assert _row(output, 0)["failure_mode"] == "solved"  # the verifier reads the environment, not the text
+    assert await harness.leases() == 0
+
+
+async def test_max_assistant_turns_is_the_turn_limit(harness: Harness) -> None:
+    worker, _ = harness.worker()
+    multi_turn = worker.config.actor_rollout_ref.rollout.multi_turn
+    multi_turn.max_assistant_turns = 1
+    try:
+        output, _, _, _ = await harness.run(["correct"])  # the script needs two turns (a call, an answer)
+    finally:
+        multi_turn.max_assistant_turns = 12
+    row = _row(output, 0)
+    assert row["failure_mode"] != "solved" and row["episode_metrics"]["turns"] == 1
+    assert output.batch["rm_scores"].sum().item() == 0.0
+    assert await harness.leases() == 0
+
+
+def test_failure_before_first_generation_through_transfer_queue(harness: Harness) -> None:
+    """verl's TransferQueue worker (what TaskRunnerV1 runs) stores an episode whose every attempt failed
+    before its first generation: one masked padding token, score 0, the group finished (not failed)."""
+    import transfer_queue as tq
+    from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
+
+    worker, server = harness.worker()
+    config = copy.deepcopy(worker.config)  # the harness's config stays as it is
+    config.arena.pool_name, config.arena.infra_retries = "no_such_pool", 0  # every lease fails
+    tq.init(config.transfer_queue)
+    try:
+        tq_worker = AgentLoopWorkerTQ.options(
+            runtime_env={"worker_process_setup_hook": "trainers.verl.setup.register"}
+        ).remote(config, harness.client(server))
+        batch_dict = harness.batch(["correct"])
+        batch_dict["uid"] = np.array([uuid.uuid4().hex], dtype=object)
+        batch = tu.get_tensordict(batch_dict)
+        tu.assign_non_tensor_data(batch, "global_steps", 1)
+        uid = str(batch_dict["uid"][0])
+        tq.kv_batch_put(keys=[uid], partition_id="train", tags=[{"is_prompt": True, "status": "pending"}])
+        ray.get(tq_worker.generate_sequences.remote(batch), timeout=120)
+        status = None
+        for _ in range(600):
+            status = tq.kv_list("train")["train"][uid].get("status")
+            if status in ("finished", "failure"):
+                break
+            time.sleep(0.1)
+        assert status == "finished"
+        keys = [f"{uid}_{session}_0" for session in range(config.actor_rollout_ref.rollout.n)]
+        stored = tq.kv_batch_get(keys=keys, partition_id="train")
+        for i in range(len(keys)):
+            assert stored["responses"][i].numel() == 1 and stored["response_mask"][i].sum().item() == 0
+            assert stored["rm_scores"][i].tolist() == [0.0]
+            assert stored["extra_fields"][i]["arena_infra_error"] == 1
+    finally:
+        tq.close()

@@ -3,22 +3,27 @@ defaults, every verl key overridable, and valid for verl's trainer."""
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
+import ray
 import yaml
 from verl.trainer.ppo.utils import need_critic, need_reference_policy
 from verl.utils.config import validate_config
 
 import trainers.verl.setup
-from arena.cli.hydra_config import load
+from arena.cli.hydra_config import ConfigError, load
 from arena.cli.main import main
 from arena.evolve.settings import EvolveSettings
 from arena.policies.tiny import build_tiny
 from arena.rollout.episode import SYSTEM_PROMPT, EpisodeConfig
 from tests.hf_samples import SIZE
 from trainers.verl.evolve import VerlRoundTrainer, latest_hf, make_trainer, round_job
-from trainers.verl.launch import compose_train, verl_config
+from trainers.verl.launch import check_shared_storage, compose_train, connect, ensure_pool, verl_config
 
 REQUIRED = ["trainer=verl", "model.path=/models/tiny", "data.train_files=/data/arena/train.parquet"]
 
@@ -104,7 +109,8 @@ def test_evolve_with_trainer_verl_builds_each_rounds_verl_job(tmp_path: Path) ->
     assert job.data.train_files == str(tmp_path / "data" / "train.parquet")
     assert job.trainer.total_training_steps == 3 and job.trainer.resume_mode == "auto"
     assert job.trainer.default_local_dir == str(tmp_path / "round1" / "verl")
-    assert (job.arena.max_turns, list(job.arena.envs)) == (4, ["library"])
+    assert job.actor_rollout_ref.rollout.multi_turn.max_assistant_turns == 4
+    assert list(job.arena.envs) == ["library"]
     trainers.verl.setup.register()
     validate_config(config=job, use_reference_policy=True, use_critic=False)
     assert latest_hf(tmp_path / "round1") is None  # nothing trained yet: the round has no checkpoint
@@ -113,3 +119,96 @@ def test_evolve_with_trainer_verl_builds_each_rounds_verl_job(tmp_path: Path) ->
 def test_evolve_local_is_unchanged() -> None:
     settings = load("evolve", [], EvolveSettings)
     assert settings.trainer.name == "local" and "verl" not in settings.trainer.model_dump()
+
+
+def test_composed_defaults_a_verl_user_would_otherwise_fix_by_hand(tmp_path: Path) -> None:
+    config = compose_train(REQUIRED[1:])
+    actor, rollout = config.actor_rollout_ref.actor, config.actor_rollout_ref.rollout
+    # several policy updates per step, so clip-higher acts
+    assert actor.ppo_mini_batch_size < config.data.train_batch_size
+    assert config.data.train_batch_size % actor.ppo_mini_batch_size == 0
+    assert rollout.tensor_model_parallel_size == 1
+    assert "hf_model" in actor.checkpoint.save_contents  # the export an evolve round continues from
+    job = verl_config(config)
+    flash = importlib.util.find_spec("flash_attn") is not None
+    kernel = job.actor_rollout_ref.model.override_config.attn_implementation
+    assert kernel == ("flash_attention_2" if flash else "sdpa")
+    explicit = verl_config(
+        compose_train([*REQUIRED[1:], "+actor_rollout_ref.model.override_config.attn_implementation=eager"])
+    )
+    assert explicit.actor_rollout_ref.model.override_config.attn_implementation == "eager"
+    # checkpoints: an absolute directory (workers write it, the driver reads the HF export from it)
+    assert Path(job.trainer.default_local_dir).is_absolute()
+    assert job.trainer.default_local_dir == str(Path.cwd() / "checkpoints/agent-arena/grpo")
+
+
+def test_keys_the_agent_loop_ignores_fail_loudly(capsys: pytest.CaptureFixture[str]) -> None:
+    job = verl_config(
+        compose_train([*REQUIRED[1:], "actor_rollout_ref.rollout.multi_turn.max_assistant_turns=3"])
+    )
+    assert job.actor_rollout_ref.rollout.multi_turn.max_assistant_turns == 3  # the one turn-limit key
+    for override, message in (
+        ("actor_rollout_ref.rollout.multi_turn.max_user_turns=2", "max_user_turns is not read"),
+        ("+arena.max_turns=4", "arena.max_turns is not read"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            verl_config(compose_train([*REQUIRED[1:], override]))
+
+
+def test_local_ray_without_env_slots_fails_within_seconds(tmp_path: Path) -> None:
+    """A Ray cluster where no node advertises arena_env_slots: a one-line error, not a wait forever; the
+    local Ray `arena train` starts itself advertises them."""
+    config = compose_train([*REQUIRED[1:], "arena.envs=[library]", "arena.workers_per_env=1"])
+    ray.init(num_cpus=1, include_dashboard=False, configure_logging=False)
+    try:
+        started = time.monotonic()
+        with pytest.raises(ConfigError, match="no node of this Ray cluster advertises arena_env_slots"):
+            asyncio.run(asyncio.wait_for(ensure_pool(config), timeout=60))
+        assert time.monotonic() - started < 10
+    finally:
+        ray.shutdown()
+    connect(config)  # cluster.address=null: a local Ray
+    try:
+        assert ray.cluster_resources().get("arena_env_slots", 0) >= 1
+        check_shared_storage(tmp_path / "ckpt")  # one node: it sees the driver's directory
+        assert list((tmp_path / "ckpt").iterdir()) == []  # the marker is gone
+    finally:
+        ray.shutdown()
+
+
+def test_slurm_gpu_nodes_alone_advertise_gpus(tmp_path: Path) -> None:
+    """infra/slurm/ray.sbatch with Slurm's commands replaced by recorders (no Slurm here): head and
+    environment nodes start Ray with --num-gpus=0 and arena_env_slots, GPU nodes with their GPUs and no
+    slots."""
+    bin_dir, log = tmp_path / "bin", tmp_path / "calls.log"
+    bin_dir.mkdir()
+    stubs = {
+        "scontrol": "printf 'n0\\nn1\\nn2\\nn3\\n'",
+        "srun": f'echo "$*" >> {log}; case "$*" in *hostname*) echo 10.0.0.1;; esac',
+        "sleep": "true",
+        "python": "cat > /dev/null",
+    }
+    for name, body in stubs.items():
+        (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    (tmp_path / "bin" / "activate").write_text(f'export PATH="{bin_dir}:$PATH"\n')
+    env = {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "ARENA_VENV": str(tmp_path),
+        "SLURM_SUBMIT_DIR": str(tmp_path),
+        "SLURM_JOB_NODELIST": "n[0-3]",
+        "SLURM_CPUS_PER_TASK": "16",
+        "SLURM_GPUS_ON_NODE": "8",
+        "ARENA_GPU_NODES": "2",
+    }
+    script = Path(__file__).parents[1] / "infra/slurm/ray.sbatch"
+    subprocess.run(["bash", str(script), "true"], env=env, check=True, timeout=30)
+    starts = {}
+    for line in log.read_text().splitlines():
+        if "ray start" in line:
+            node = line.split("-w ")[1].split()[0]
+            starts[node] = line
+    assert sorted(starts) == ["n0", "n1", "n2", "n3"]
+    for node, gpus, slots in (("n0", 0, False), ("n1", 0, True), ("n2", 8, False), ("n3", 8, False)):
+        assert f"--num-gpus={gpus}" in starts[node], starts[node]
+        assert ("arena_env_slots" in starts[node]) is slots, starts[node]

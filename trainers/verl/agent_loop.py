@@ -12,6 +12,15 @@ zeros (no policy-gradient, KL or entropy term of verl's actor reads a token of i
 carries ``arena_infra_error=1``, and the ``arena_grpo`` advantage estimator (``trainers.verl.advantage``)
 leaves the sample out of its group's baseline and gives it advantage 0, so its placeholder score (0.0,
 needed because verl builds ``rm_scores`` only when every sample has one) never reaches the loss.
+
+An episode that ends before its first generation (a persistent infrastructure failure, a prompt already
+over the response budget) returns one padding token with mask 0 as its response: verl writes the score
+on the last response token (``AgentLoopOutput.as_dict``, which ``AgentLoopWorkerTQ`` calls), so an empty
+response would fail there with an ``IndexError``.
+
+The episode's limits are verl's keys: ``rollout.multi_turn.max_assistant_turns`` (the turn limit) and
+``max_tool_response_length``/``tool_response_truncate_side`` (applied by ``VerlPolicy`` to what the
+model sees of a tool result); ``arena.max_tokens`` caps generated tokens per episode.
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ from arena.rollout.records import EpisodeRecord, FailureMode
 from arena.runtime.errors import InfrastructureError
 from task_synth.model import Task
 from trainers.verl.dataset import AGENT_NAME
-from trainers.verl.policy import VerlPolicy
+from trainers.verl.policy import ToolResultLimit, VerlPolicy
 from trainers.verl.pool_service import NAMESPACE, POOL_NAME, RemoteSessions, find_pool
 
 logger = logging.getLogger(__name__)
@@ -47,7 +56,6 @@ def arena_settings(config: DictConfig) -> dict[str, Any]:
     return {
         "pool_name": POOL_NAME,
         "pool_namespace": NAMESPACE,
-        "max_turns": 12,
         "max_tokens": None,
         "infra_retries": 1,
         "retry_delay_s": 1.0,
@@ -64,12 +72,19 @@ class ArenaAgentLoop(AgentLoopBase):
         super().__init__(*args, **kwargs)
         self.settings = arena_settings(self.config)
         self.response_length = self.rollout_config.response_length
-        self.parser = ToolParser.get_tool_parser(self.rollout_config.multi_turn.format, self.tokenizer)
+        multi_turn = self.rollout_config.multi_turn
+        self.parser = ToolParser.get_tool_parser(multi_turn.format, self.tokenizer)
         self.episode_config = EpisodeConfig(
-            max_turns=int(self.settings["max_turns"]),
+            max_turns=int(multi_turn.max_assistant_turns or EpisodeConfig.max_turns),
             max_tokens=self.settings["max_tokens"],
             system_prompt=str(self.settings["system_prompt"]),
         )
+
+    @property
+    def tool_limit(self) -> ToolResultLimit:
+        """How much of a tool result the model sees (verl's ``multi_turn`` keys)."""
+        multi_turn = self.rollout_config.multi_turn
+        return ToolResultLimit(multi_turn.max_tool_response_length, multi_turn.tool_response_truncate_side)
 
     def sessions(self) -> RemoteSessions:
         """The pool actor, found by name in this Ray cluster (looked up once per worker process)."""
@@ -87,7 +102,7 @@ class ArenaAgentLoop(AgentLoopBase):
         task = Task.model_validate_json(extra_info["task"])
         attempts = 1 + int(self.settings["infra_retries"])
         for attempt in range(attempts):
-            policy = VerlPolicy(self, self.parser, sampling_params, self.response_length)
+            policy = VerlPolicy(self, self.parser, sampling_params, self.response_length, self.tool_limit)
             try:
                 sessions = self.sessions()
             except InfrastructureError as exc:  # the pool actor is missing
@@ -115,6 +130,10 @@ class ArenaAgentLoop(AgentLoopBase):
         response_ids = trajectory.response_ids[: self.response_length] if trajectory else []
         mask = trajectory.response_mask[: self.response_length] if trajectory else []
         logprobs = trajectory.response_logprobs[: self.response_length] if trajectory else []
+        if not response_ids:  # verl scores the last response token: one padding token, never trained
+            pad = self.tokenizer.pad_token_id
+            response_ids, mask = [self.tokenizer.eos_token_id if pad is None else pad], [0]
+            logprobs = [0.0] if self.rollout_config.calculate_log_probs else []
         infra = record.failure_mode is FailureMode.INFRA_ERROR
         if infra:
             mask = [0] * len(response_ids)

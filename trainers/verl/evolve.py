@@ -24,7 +24,7 @@ from task_synth.model import Task
 from trainers.local.evolve import current_policy, sft_on, trainer_config
 from trainers.local.trainer import GRPOTrainer
 from trainers.verl.dataset import export
-from trainers.verl.launch import connect, ensure_pool, verl_config
+from trainers.verl.launch import check_shared_storage, connect, ensure_pool, verl_config
 
 ARENA_KEYS = ("name", "factory", "steps_per_round", "verl")
 LATEST = "latest_checkpointed_iteration.txt"
@@ -50,7 +50,7 @@ def round_job(
         "trainer.default_local_dir": str(checkpoint_dir / "verl"),
         "trainer.resume_mode": "auto",
         "trainer.val_before_train": False,
-        "arena.max_turns": episode.max_turns,
+        "actor_rollout_ref.rollout.multi_turn.max_assistant_turns": episode.max_turns,
         "arena.max_tokens": episode.max_tokens,
         "arena.envs": envs,
     }
@@ -119,6 +119,7 @@ def run_job(job: DictConfig, address: str | None) -> None:
     from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
 
     connect(OmegaConf.merge(job, {"cluster": {"address": address}}))
+    check_shared_storage(Path(job.trainer.default_local_dir))
     asyncio.run(ensure_pool(job))
     run_ppo(job, task_runner_class=TaskRunnerV1)
 

@@ -3,12 +3,17 @@ arena's defaults, ``conf/trainer/verl.yaml``), then, on the Ray cluster at ``clu
 environment pool actor if it is not running, and run verl's PPO/GRPO trainer (``run_ppo``) with it.
 
 The arena's own keys (``model``, ``cluster``, ``arena``, ``trainer.name``/``trainer.factory``) sit beside
-verl's; ``verl_config`` strips what verl does not know (``arena`` stays: the agent loop reads it).
+verl's; ``verl_config`` strips what verl does not know (``arena`` stays: the agent loop reads it), fills
+in what depends on the machine (the attention kernel, an absolute checkpoint directory) and refuses keys
+the ``arena_agent`` loop would ignore.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import logging
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +24,14 @@ from omegaconf.errors import OmegaConfBaseException
 
 from arena.cli.hydra_config import CONF_DIR, ConfigError
 
+logger = logging.getLogger(__name__)
+
 ARENA_TRAINER_KEYS = ("name", "factory", "steps_per_round")
+IGNORED_KEYS = {
+    "actor_rollout_ref.rollout.multi_turn.max_user_turns": "arena_agent has no user turns to limit",
+    "arena.max_turns": "arena_agent reads actor_rollout_ref.rollout.multi_turn.max_assistant_turns",
+}
+"""Keys ``arena_agent`` does not read, with what to set instead: a non-null value is refused."""
 
 
 def compose_train(overrides: list[str], conf_dir: Path = CONF_DIR, check_missing: bool = True) -> DictConfig:
@@ -43,14 +55,34 @@ def compose_train(overrides: list[str], conf_dir: Path = CONF_DIR, check_missing
         raise ConfigError(f"bad override: {str(exc).splitlines()[0]}") from exc
 
 
+def attention_kernel() -> str:
+    """``flash_attention_2`` where flash-attn is importable, else ``sdpa`` (PyTorch's own kernel)."""
+    return "flash_attention_2" if importlib.util.find_spec("flash_attn") is not None else "sdpa"
+
+
 def verl_config(config: DictConfig) -> DictConfig:
-    """What verl's trainer gets: the composed config without the arena's launcher-only keys."""
+    """What verl's trainer gets: the composed config without the arena's launcher-only keys, the attention
+    kernel chosen (``attention_kernel``) unless ``actor_rollout_ref.model.override_config.
+    attn_implementation`` is set, and ``trainer.default_local_dir`` made absolute (every node and the
+    driver must see the same directory: ``check_shared_storage``). ``ConfigError`` on an ignored key."""
     out = OmegaConf.create(OmegaConf.to_container(config, resolve=True))
+    for key, instead in IGNORED_KEYS.items():
+        if OmegaConf.select(out, key) is not None:
+            raise ConfigError(f"{key} is not read by the arena_agent loop ({instead})")
     with open_dict(out):
         for key in ("model", "cluster"):
             out.pop(key, None)
         for key in ARENA_TRAINER_KEYS:
             out.trainer.pop(key, None)
+        override = out.actor_rollout_ref.model.get("override_config") or {}
+        if override.get("attn_implementation") is None:
+            kernel = attention_kernel()
+            logger.info(
+                "attention kernel: %s (set actor_rollout_ref.model.override_config.attn_implementation)",
+                kernel,
+            )
+            OmegaConf.update(out, "actor_rollout_ref.model.override_config.attn_implementation", kernel)
+        out.trainer.default_local_dir = str(Path(str(out.trainer.default_local_dir)).absolute())
     return out
 
 
@@ -69,15 +101,77 @@ def pool_envs(arena: DictConfig) -> list[str]:
 
 def connect(config: DictConfig) -> None:
     """``ray.init`` on ``cluster.address`` (a local Ray when null) with the job's runtime env: its
-    ``worker_process_setup_hook`` registers the arena's agent loop and estimator in every worker."""
+    ``worker_process_setup_hook`` registers the arena's agent loop and estimator in every worker.
+    A local Ray started here advertises ``arena_env_slots`` (one per CPU): its one node runs everything."""
+    import os
+
     import ray
     from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
+
+    from arena.runtime.containers import ENV_SLOT_RESOURCE
 
     if ray.is_initialized():
         return
     ours = config.ray_kwargs.ray_init.runtime_env
     runtime_env = OmegaConf.to_container(OmegaConf.merge(get_ppo_ray_runtime_env(config), ours), resolve=True)
-    ray.init(address=config.cluster.address, runtime_env=runtime_env)
+    kwargs: dict[str, Any] = {}
+    if config.cluster.address is None:
+        kwargs["resources"] = {ENV_SLOT_RESOURCE: os.cpu_count() or 1}
+    ray.init(address=config.cluster.address, runtime_env=runtime_env, **kwargs)
+
+
+def check_env_slots(arena: DictConfig) -> None:
+    """With ``arena.env_slots_resource``, some live node must advertise ``arena_env_slots``, else the
+    pool's workers would wait for it forever: ``ConfigError`` saying what to do."""
+    import ray
+
+    from arena.runtime.containers import ENV_SLOT_RESOURCE
+
+    if arena.env_slots_resource and ray.cluster_resources().get(ENV_SLOT_RESOURCE, 0) < 1:
+        raise ConfigError(
+            f"no node of this Ray cluster advertises {ENV_SLOT_RESOURCE} (start the environment nodes "
+            f"with ray start --resources='{{\"{ENV_SLOT_RESOURCE}\": N}}', or set "
+            "arena.env_slots_resource=false to run environments anywhere)"
+        )
+
+
+def check_shared_storage(directory: Path, timeout_s: float = 300.0) -> None:
+    """Every live Ray node must see ``directory`` (verl's checkpoints: workers write them, the driver
+    reads the Hugging Face export and resumes from them): a marker written here is looked for on each
+    node; ``ConfigError`` naming the nodes that do not see it."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    directory.mkdir(parents=True, exist_ok=True)
+    marker = directory / f".arena-shared-{uuid.uuid4().hex}"
+    marker.write_text("")
+
+    @ray.remote(num_cpus=0)
+    def sees(path: str) -> bool:
+        return Path(path).is_file()
+
+    try:
+        nodes = [node for node in ray.nodes() if node["Alive"]]
+        checks = [
+            sees.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+            ).remote(str(marker))
+            for node in nodes
+        ]
+        seen = ray.get(checks, timeout=timeout_s)
+    except ray.exceptions.GetTimeoutError:
+        raise ConfigError(
+            f"cannot check trainer.default_local_dir={directory} is shared: not every Ray node answered "
+            f"within {timeout_s:.0f} s"
+        ) from None
+    finally:
+        marker.unlink(missing_ok=True)
+    blind = [node["NodeManagerAddress"] for node, ok in zip(nodes, seen, strict=True) if not ok]
+    if blind:
+        raise ConfigError(
+            f"trainer.default_local_dir={directory} is not shared storage: not visible on {', '.join(blind)} "
+            "(put it on a file system every node mounts)"
+        )
 
 
 async def ensure_pool(config: DictConfig) -> Any:
@@ -87,6 +181,7 @@ async def ensure_pool(config: DictConfig) -> Any:
     from trainers.verl.pool_service import start_pool
 
     arena = config.arena
+    check_env_slots(arena)
     pool = PoolConfig(
         envs={env: int(arena.workers_per_env) for env in pool_envs(arena)},
         warm_sessions_per_worker=int(arena.warm_sessions_per_worker),
@@ -105,9 +200,10 @@ def train(config: DictConfig) -> None:
     import trainers.verl.setup
 
     trainers.verl.setup.register()
-    connect(config)
-    asyncio.run(ensure_pool(config))
     job = verl_config(config)
+    connect(config)
+    check_shared_storage(Path(job.trainer.default_local_dir))
+    asyncio.run(ensure_pool(config))
     auto_set_device(job)
     validate_config(config=job, use_reference_policy=need_reference_policy(job), use_critic=need_critic(job))
     run_ppo(job, task_runner_class=TaskRunnerV1)

@@ -7,6 +7,9 @@ back, token-in/token-out, with verl's own machinery:
   ``ct_merge_context_msg``), exactly as verl's ``ToolAgentLoop`` does: mask 0;
 - each turn is ``server_manager.generate(...)`` and merged with ``ct_merge_assistant_token``: mask 1, with
   the server's log-probs;
+- a tool result longer than ``rollout.multi_turn.max_tool_response_length`` characters is cut (keeping
+  its start, end or both: ``tool_response_truncate_side``) before it is tokenized, as verl's
+  ``ToolAgentLoop`` cuts it; the episode's record keeps the whole result;
 - tool schemas are normalised (``trainers.verl.schemas``) so nested types survive both the chat template
   and verl's tool-schema model;
 - tool calls are parsed by verl's ``ToolParser`` (``rollout.multi_turn.format``, ``hermes`` by default);
@@ -17,6 +20,7 @@ back, token-in/token-out, with verl's own machinery:
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
@@ -35,6 +39,34 @@ SERVER_DOWN = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableErro
 """What ``server_manager.generate`` raises when the rollout server is gone: infrastructure, not the task."""
 
 
+@dataclass(frozen=True)
+class ToolResultLimit:
+    """At most ``length`` characters of a tool result reach the model; ``side`` says which are kept:
+    ``left`` (the end), ``right`` (the start) or ``middle`` (both ends)."""
+
+    length: int
+    side: str = "middle"
+
+    def cut(self, text: str) -> str:
+        if len(text) <= self.length:
+            return text
+        if self.side == "left":
+            return "(truncated)..." + text[len(text) - self.length :]
+        if self.side == "right":
+            return text[: self.length] + "...(truncated)"
+        half = self.length // 2
+        return text[:half] + "...(truncated)..." + text[len(text) - half :]
+
+    def view(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``messages`` as the model sees them: every tool result cut to the limit."""
+        return [
+            {**m, "content": self.cut(m["content"])}
+            if m.get("role") == "tool" and isinstance(m.get("content"), str)
+            else m
+            for m in messages
+        ]
+
+
 class VerlPolicy:
     """Generation through one agent loop's ``server_manager`` (one instance per trajectory attempt)."""
 
@@ -44,9 +76,11 @@ class VerlPolicy:
         parser: ToolParser,
         sampling_params: dict[str, Any],
         response_length: int,
+        tool_limit: ToolResultLimit,
     ) -> None:
         self.loop, self.parser = loop, parser
         self.sampling_params, self.response_length = sampling_params, response_length
+        self.tool_limit = tool_limit
         self.name = "verl"
         self.episodes: list[VerlEpisode] = []
 
@@ -75,6 +109,7 @@ class VerlEpisode:
 
     async def act(self, messages: list[dict[str, Any]]) -> PolicyTurn:
         loop, policy = self.policy.loop, self.policy
+        messages = policy.tool_limit.view(messages)
         if not self.token_ids:
             self.token_ids = await loop.ct_build_initial_tokens(messages, tools=self.tools)
         else:
