@@ -33,6 +33,8 @@ from typing import Any
 CHILD = Path(__file__).with_name("child.py")
 SANDBOX_CHILD = "/sandbox/child.py"
 START_TIMEOUT_S = 10.0
+MAX_RESULT_DEPTH = 64
+"""How deeply lists and dicts may nest in a program's result (the child checks it too)."""
 MODE_ENV = "ARENA_SANDBOX"
 """``bwrap`` (the default: bubblewrap or an error) or ``auto`` (inside a hardened container: bubblewrap
 when it can start there, else a plain child process with the same rlimits, the container being the OS
@@ -190,6 +192,21 @@ def process_command(
 
 class _TooLong(Exception):
     pass
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether lists and dicts in ``value`` nest more than ``limit`` levels (checked without recursion:
+    the child's own check is not trusted)."""
+    pending = [(value, 0)]
+    while pending:
+        item, level = pending.pop()
+        if level > limit:
+            return True
+        if isinstance(item, dict | list):
+            pending.extend(
+                (child, level + 1) for child in (item.values() if isinstance(item, dict) else item)
+            )
+    return False
 
 
 class _Child:
@@ -490,6 +507,9 @@ class Sandbox:
         if result.get("ok") is True:
             if size > self.limits.max_result_bytes:
                 error = f"the result is larger than {self.limits.max_result_bytes} bytes of JSON"
+                return ProgramRun(False, error=error, calls=calls)
+            if _deeper_than(result.get("value"), MAX_RESULT_DEPTH):
+                error = f"the result is not JSON: nested deeper than {MAX_RESULT_DEPTH} levels"
                 return ProgramRun(False, error=error, calls=calls)
             return ProgramRun(True, value=result.get("value"), calls=calls)
         return ProgramRun(False, error=str(result.get("error"))[:20_000], calls=calls)
