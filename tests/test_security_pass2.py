@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -286,3 +287,109 @@ async def test_arena_only_bfcl_tools_are_not_on_the_agents_mcp_endpoint(bfcl_ser
     finally:
         await control.aclose()
         await mcp.aclose()
+
+
+# -- 5. a token-less connection flood does not make the pool drop episodes ---------------------------
+
+
+async def test_a_control_listener_flood_does_not_get_a_healthy_worker_condemned(testbed_ref: str) -> None:
+    """300 idle connections (no token) fill the control listener's cap of 256 for 7 s; before, the
+    pool's next health probe (a new connection each time) failed and the worker was restarted at
+    once, losing every session on it."""
+    import ray
+
+    from arena.runtime.pool import EnvPool, PoolConfig
+    from tests.test_server_hardening import port_of, raise_own_file_limit
+
+    raise_own_file_limit(2048)
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    config = PoolConfig(envs={testbed_ref: 1}, warm_sessions_per_worker=1, health_interval_s=0.2)
+    flood: list[socket.socket] = []
+    try:
+        async with EnvPool(config) as pool:
+            lease = await pool.lease(testbed_ref)
+            assert await lease.worker.actor.health.remote() == "ok"  # its probe connection is open
+            port = port_of(lease.worker.endpoint.control_base)
+            for _ in range(300):
+                flood.append(socket.create_connection(("127.0.0.1", port)))
+            await asyncio.sleep(7)
+            assert pool.replacements == 0 and lease.broken is None, pool.stats()
+            assert lease.generation == lease.worker.generation and lease.worker.healthy
+            assert (await lease.call_tool("get_account", {"account_id": 1})).is_error is False
+    finally:
+        for sock in flood:
+            sock.close()
+        if started:
+            ray.shutdown()
+
+
+# -- minor: a forged result line is held to the documented depth ---------------------------------------
+
+
+async def test_a_forged_result_nested_900_deep_is_refused() -> None:
+    forge = """
+os.write(1, b'{"result":{"ok":true,"value":' + b'[' * 900 + b']' * 900 + b'}}\\n')
+signal = sys.modules["builtins"].__import__("signal")
+signal.pause()
+"""
+    honest = "def solve(tools):\n    x = 1\n    for _ in range(63):\n        x = [x]\n    return x"
+    sandbox = Sandbox()
+    try:
+        forged = await sandbox.run(lambda name, args: (True, None), escape(forge), timeout_s=5)
+        deepest = await sandbox.run(lambda name, args: (True, None), honest, timeout_s=5)
+    finally:
+        await sandbox.aclose()
+    assert not forged.ok and "deeper than 64" in (forged.error or ""), str(forged)[:200]
+    assert deepest.ok, deepest.error
+
+
+# -- 7. auto mode's plain child never shares the server's uid -----------------------------------------
+
+
+async def test_the_plain_fallback_child_runs_under_another_uid(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without bubblewrap (``ARENA_SANDBOX=auto``) a root server's child drops to nobody: it cannot
+    signal the server (SIGSTOP froze it when they shared a uid)."""
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setenv("ARENA_SANDBOX", "auto")
+    stop = escape("""
+found = {"uid": os.getuid()}
+try:
+    os.kill(os.getppid(), 0)
+    found["signal"] = "sent"
+except Exception as exc:
+    found["signal"] = exc.__class__.__name__
+return found
+""")
+    sandbox = Sandbox()
+    try:
+        run = await sandbox.run(lambda name, args: (True, None), stop)
+    finally:
+        await sandbox.aclose()
+    assert sandbox.kind == "process" and run.ok, run
+    assert run.value["uid"] != os.geteuid() and run.value["signal"] == "PermissionError", run.value
+
+
+async def test_the_plain_fallback_is_refused_where_the_child_would_share_the_uid(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server that is not root cannot give its child another uid: no plain child then, programs and
+    third-party calls are an infrastructure error (503) instead."""
+    from environments.sandbox import SandboxUnavailable, run_function, runner
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setenv("ARENA_SANDBOX", "auto")
+    monkeypatch.setattr(runner.os, "geteuid", lambda: 10001)
+    ran: list[str] = []
+    sandbox = Sandbox()
+    try:
+        with pytest.raises(SandboxUnavailable, match="share this server's uid 10001"):
+            await sandbox.run(lambda name, args: (ran.append(name), (True, None))[1], escape(PAUSE))
+    finally:
+        await sandbox.aclose()
+    with pytest.raises(SandboxUnavailable, match="share this server's uid"):
+        run_function("def f():\n    return 1", "f", {})
+    with pytest.raises(SandboxUnavailable, match="share this server's uid"):
+        Worker(HANDLE_STOP_READING, name="plain").request({"op": "x"}, 5)
+    assert ran == []

@@ -184,8 +184,16 @@ def bwrap_command(
 def process_command(
     limits: SandboxLimits, preload: Sequence[str] = (), path: Sequence[str] = ()
 ) -> list[str]:
-    """``auto`` mode's fallback inside a container: the child alone (its own process, rlimits, pipes).
-    Once it is uid nobody it imports only what that uid can read: ``preload`` is imported before."""
+    """``auto`` mode's fallback inside a container: the child alone (its own process, rlimits, pipes),
+    which drops to uid nobody before it reads a request. Once it is nobody it imports only what that
+    uid can read: ``preload`` is imported before. A server that is not root could not give the child
+    another uid (it could signal the server, ptrace or open its files): ``SandboxUnavailable`` then."""
+    if os.geteuid() != 0:
+        raise SandboxUnavailable(
+            f"bubblewrap cannot start here and a plain child would share this server's uid {os.geteuid()} "
+            "(it could signal the server or open its files): refused; let bubblewrap start in the "
+            "container, or run the server as root so that the child drops to uid nobody"
+        )
     command = [os.path.realpath(sys.executable), "-I", "-S", "-B", str(CHILD)]
     return command + _child_arguments(limits, preload, path)
 

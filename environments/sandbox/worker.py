@@ -124,16 +124,23 @@ class Worker:
         mode = os.environ.get(MODE_ENV, "bwrap")
         if mode not in ("bwrap", "auto"):
             raise SandboxUnavailable(f"{MODE_ENV}={mode!r}: use 'bwrap' (default) or 'auto'")
-        plain = process_command(self.limits, self.preload, self.plain_path)
         if _fallback and mode == "auto":
-            return [("process", plain)]
+            return [("process", process_command(self.limits, self.preload, self.plain_path))]
         try:
             boxed = bwrap_command(self.limits, self.preload, self.readonly, self.path)
         except SandboxUnavailable:
             if mode != "auto":
                 raise
-            return [("process", plain)]
-        return [("bwrap", boxed), ("process", plain)] if mode == "auto" else [("bwrap", boxed)]
+            return [("process", process_command(self.limits, self.preload, self.plain_path))]
+        if mode != "auto":
+            return [("bwrap", boxed)]
+        try:
+            return [
+                ("bwrap", boxed),
+                ("process", process_command(self.limits, self.preload, self.plain_path)),
+            ]
+        except SandboxUnavailable:  # no plain fallback here: bubblewrap or nothing
+            return [("bwrap", boxed)]
 
     def _start(self) -> None:
         problem = "no command"
