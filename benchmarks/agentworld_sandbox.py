@@ -44,13 +44,26 @@ def _db_dir(directory: Path) -> Iterator[None]:
         os.environ.pop(DB_DIR_ENV, None) if previous is None else os.environ.update({DB_DIR_ENV: previous})
 
 
-def _in_process(self: ImplementationRunner, directory: Path, arguments: Mapping[str, Any], seed: int) -> Any:
-    """The old ``_invoke``: the released code in the server's own process."""
+def _in_process(
+    self: ImplementationRunner, files: dict[str, bytes], arguments: Mapping[str, Any], seed: int, running: Any
+) -> tuple[Any, dict[str, bytes | None]]:
+    """The old ``_invoke``: the released code in the server's own process, on a host folder."""
     namespace: dict[str, Any] = {"__name__": f"agentworld_tool_{self.tool_name}"}
     namespace["__builtins__"] = seeded_builtins(seed)
-    with _db_dir(directory), contextlib.redirect_stdout(sys.stderr):
-        exec(compile(self.source, self.tool_name, "exec"), namespace)
-        return namespace[self.tool_name](**arguments)
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        for path, data in files.items():
+            (directory / path).parent.mkdir(parents=True, exist_ok=True)
+            (directory / path).write_bytes(data)
+        with _db_dir(directory), contextlib.redirect_stdout(sys.stderr):
+            exec(compile(self.source, self.tool_name, "exec"), namespace)
+            value = namespace[self.tool_name](**arguments)
+        current = {
+            p.relative_to(directory).as_posix(): p.read_bytes() for p in directory.rglob("*") if p.is_file()
+        }
+    changed: dict[str, bytes | None] = {p: d for p, d in current.items() if files.get(p) != d}
+    changed.update({p: None for p in files if p not in current})
+    return value, changed
 
 
 def _cpu_s() -> float:

@@ -276,7 +276,7 @@ def add_item(name):
 
 
 def test_third_party_tool_code_runs_sandboxed_on_its_own_files(tmp_path: Path, secret_file: Path) -> None:
-    """``run_function``: released tool code (full builtins, sqlite3) writes its data directory and
+    """``run_function``: released tool code (full builtins, sqlite3) writes its data folder and
     nothing else; it sees no host file, and a hang or ``exit()`` is its own error."""
     from environments.sandbox import run_function
 
@@ -285,8 +285,11 @@ def test_third_party_tool_code_runs_sandboxed_on_its_own_files(tmp_path: Path, s
     with sqlite3.connect(data / "shop.db") as conn:
         conn.execute("create table items(name)")
     source = RELEASED_TOOL.replace("SECRET", repr(str(secret_file)))
-    result = run_function(source, "add_item", {"name": "pen"}, writable_dir=data, env={"MCP_DB_DIR": "/data"})
+    files = {"shop.db": (data / "shop.db").read_bytes()}
+    result = run_function(source, "add_item", {"name": "pen"}, files=files, data_dir_env="MCP_DB_DIR")
     assert result.ok, result.error
+    assert result.files is not None and set(result.files) == {"shop.db"}
+    (data / "shop.db").write_bytes(result.files["shop.db"] or b"")
     assert result.value["count"] == 1 and result.value["uid"] == 65534
     assert (
         result.value[str(secret_file)] == "FileNotFoundError"

@@ -51,6 +51,11 @@ class PoolConfig:
     call_timeout_s: float = 30.0
     session_ttl_s: float = 3600.0
     health_interval_s: float = 1.0
+    health_failures: int = 3
+    health_window_s: float = 5.0
+    """A worker whose server runs but does not answer its health check is condemned only after
+    ``health_failures`` failed checks in a row spanning at least ``health_window_s`` (a server whose
+    process is gone at once)."""
     start_timeout_s: float = 60.0
     image: str = "localhost/agent-arena-env:latest"
     process_limits: ProcessLimits = field(default_factory=ProcessLimits)
@@ -80,6 +85,8 @@ class _Worker:
     healthy: bool = True
     replacing: asyncio.Task[None] | None = None
     refilling: bool = False
+    failed_checks: int = 0
+    failing_since: float | None = None
 
 
 class Lease:
@@ -374,7 +381,7 @@ class EnvPool:
         if lease.broken is not None:
             return lease.broken
         worker = lease.worker
-        if lease.generation != worker.generation or not await self._probe(worker):
+        if lease.generation != worker.generation or await self._probe(worker) == "dead":
             error = InfrastructureError(
                 InfraCause.WORKER_DIED,
                 f"worker {worker.worker_id} died mid-episode ({exc!r:.200})",
@@ -390,17 +397,21 @@ class EnvPool:
             worker=worker.worker_id,
         )
 
-    async def _probe(self, worker: _Worker) -> bool:
+    async def _probe(self, worker: _Worker) -> str:
+        """The worker's verdict on its server (``EnvWorker.health``); ``"dead"`` when its actor is gone."""
         try:
-            return bool(await asyncio.wait_for(worker.actor.healthy.remote(), 5))
+            return str(await asyncio.wait_for(worker.actor.health.remote(), 5))
+        except TimeoutError:
+            return "unreachable"
         except Exception:
-            return False
+            return "dead"
 
     def condemn(self, worker: _Worker, error: InfrastructureError) -> None:
         """Mark a worker dead, break its leases, and replace it in the background."""
         if not worker.healthy:
             return
         worker.healthy = False
+        worker.failed_checks, worker.failing_since = 0, None
         for lease in worker.leases:
             lease.broken = lease.broken or error
         worker.warm.clear()
@@ -436,25 +447,37 @@ class EnvPool:
     async def _health_loop(self) -> None:
         while not self._closed:
             await asyncio.sleep(self.config.health_interval_s)
-            for worker in [w for ws in self.workers.values() for w in ws if w.healthy]:
-                if not await self._probe(worker):
-                    self.condemn(
-                        worker,
-                        InfrastructureError(
-                            InfraCause.WORKER_DIED,
-                            f"worker {worker.worker_id} failed its health check",
-                            env=worker.env,
-                            worker=worker.worker_id,
-                        ),
-                    )
-                    continue
-                now = time.monotonic()
-                for lease in list(worker.leases):
-                    if lease.broken is None and now - lease.created_at > self.config.session_ttl_s:
-                        lease.broken = InfrastructureError(
-                            InfraCause.SESSION_EXPIRED, "session TTL reached", env=worker.env
-                        )
-                        self._spawn(self._close_session(worker, lease.session_id))
+            workers = [w for ws in self.workers.values() for w in ws if w.healthy]
+            await asyncio.gather(*(self._check(worker) for worker in workers))
+
+    async def _check(self, worker: _Worker) -> None:
+        """One health check of ``worker``: condemn it when its server is gone, or has failed its checks
+        ``health_failures`` times in a row over at least ``health_window_s``; expire old leases."""
+        verdict = await self._probe(worker)
+        now = time.monotonic()
+        if verdict != "ok":
+            worker.failed_checks += 1
+            worker.failing_since = worker.failing_since or now
+            lasting = now - worker.failing_since >= self.config.health_window_s
+            if verdict == "dead" or (worker.failed_checks >= self.config.health_failures and lasting):
+                what = "is gone" if verdict == "dead" else f"failed {worker.failed_checks} health checks"
+                self.condemn(
+                    worker,
+                    InfrastructureError(
+                        InfraCause.WORKER_DIED,
+                        f"worker {worker.worker_id}'s server {what}",
+                        env=worker.env,
+                        worker=worker.worker_id,
+                    ),
+                )
+            return
+        worker.failed_checks, worker.failing_since = 0, None
+        for lease in list(worker.leases):
+            if lease.broken is None and now - lease.created_at > self.config.session_ttl_s:
+                lease.broken = InfrastructureError(
+                    InfraCause.SESSION_EXPIRED, "session TTL reached", env=worker.env
+                )
+                self._spawn(self._close_session(worker, lease.session_id))
 
     async def wait_healthy(self, timeout: float = 60.0) -> None:
         """Wait until every worker is healthy again (after faults)."""

@@ -11,6 +11,10 @@ import ray
 from arena.runtime.backends import ContainerBackend, ProcessBackend, ProcessLimits, ServerBackend
 from arena.runtime.endpoint import Endpoint
 
+PROBE_KEEPALIVE_S = 90.0
+"""How long the health probe's connection may idle before it is dropped (the control listener keeps
+an idle connection 120 s; the pool probes every second)."""
+
 
 @dataclass(frozen=True)
 class WorkerSpec:
@@ -49,6 +53,7 @@ class EnvWorker:
         self.spec = spec
         self.backend: ServerBackend = spec.make_backend()
         self._endpoint: Endpoint | None = None
+        self._probe: httpx.AsyncClient | None = None
 
     async def start(self) -> Endpoint:
         self._endpoint = await asyncio.to_thread(self.backend.start, self.spec.start_timeout_s)
@@ -57,23 +62,44 @@ class EnvWorker:
     async def endpoint(self) -> Endpoint | None:
         return self._endpoint
 
-    async def healthy(self, timeout: float = 2.0) -> bool:
-        """The server process/container is running and answers ``/control/health`` (on the control
-        plane's own listener: a busy data plane or a long program does not make it look dead)."""
+    async def health(self, timeout: float = 2.0) -> str:
+        """``"ok"``: the server runs and answers ``/control/health`` (on the control plane's own
+        listener: a busy data plane or a long program does not make it look dead); ``"dead"``: its
+        process or container is gone; ``"unreachable"``: it runs but did not answer this time.
+
+        The probe keeps one connection open to the server (authenticated, kept alive between
+        probes): a local process that fills the control listener's connection cap delays only new
+        connections, so it cannot make a healthy server look dead."""
         if self._endpoint is None or not self.backend.alive():
-            return False
-        endpoint = self._endpoint
-        uds = endpoint.control_uds or endpoint.uds
-        transport = httpx.AsyncHTTPTransport(uds=uds) if uds else None
+            return "dead"
         try:
-            async with httpx.AsyncClient(transport=transport, timeout=timeout) as http:
-                return (await http.get(f"{endpoint.control_base}/control/health")).status_code == 200
+            response = await self._prober().get(
+                f"{self._endpoint.control_base}/control/health", timeout=timeout
+            )
         except httpx.HTTPError:
-            return False
+            return "unreachable"
+        return "ok" if response.status_code == 200 else "unreachable"
+
+    def _prober(self) -> httpx.AsyncClient:
+        if self._probe is None:
+            assert self._endpoint is not None
+            uds = self._endpoint.control_uds or self._endpoint.uds
+            self._probe = httpx.AsyncClient(
+                transport=httpx.AsyncHTTPTransport(uds=uds) if uds else None,
+                headers={"authorization": f"Bearer {self._endpoint.control_token}"},
+                limits=httpx.Limits(max_connections=1, keepalive_expiry=PROBE_KEEPALIVE_S),
+            )
+        return self._probe
+
+    async def _close_probe(self) -> None:
+        probe, self._probe = self._probe, None
+        if probe is not None:
+            await probe.aclose()
 
     async def restart(self) -> Endpoint:
         """Replace the server with a fresh one (all its sessions are lost, so the old one is killed at
         once: a server being replaced is often stuck and would only use up a graceful-stop timeout)."""
+        await self._close_probe()
         await asyncio.to_thread(self.backend.kill)
         await asyncio.to_thread(self.backend.stop)
         self.backend = self.spec.make_backend()
@@ -95,5 +121,6 @@ class EnvWorker:
         return info
 
     async def stop(self) -> None:
+        await self._close_probe()
         await asyncio.to_thread(self.backend.stop)
         self._endpoint = None

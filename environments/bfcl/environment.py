@@ -2,8 +2,9 @@
 
 Every function of the eight backends is a tool, with BFCL's own description and parameter schema (as JSON
 Schema). A session holds the backend instances of one test entry: the arena loads the entry with the
-setup tool ``bfcl_load_scenario`` through the control plane before the agent acts (tasks list the tools
-an agent is offered, so it never sees the ``bfcl_`` tools). The instances live in the session's
+setup tool ``bfcl_load_scenario`` through the control plane before the agent acts. The setup, checker and
+probe tools are ``arena_only``: a server offers them on its control plane alone, never on an agent's MCP
+endpoint or to a generated program. The instances live in the session's
 database, pickled, beside their canonical public state as JSON, so reset, snapshot, restore, state hash
 and diff work as for any environment. BFCL's code (the backends, ``bfcl_check``'s official checker) runs
 in a sandboxed child per session, never in the server's process (``environments.bfcl.sandboxed``).
@@ -79,7 +80,14 @@ class SchemaToolSpec(ToolSpec):
 
 
 def _spec(
-    name: str, description: str, schema: dict[str, Any], fn: Any, *, mutates: bool, blocking: bool = False
+    name: str,
+    description: str,
+    schema: dict[str, Any],
+    fn: Any,
+    *,
+    mutates: bool,
+    blocking: bool = False,
+    arena_only: bool = False,
 ) -> SchemaToolSpec:
     return SchemaToolSpec(
         name=name,
@@ -89,6 +97,7 @@ def _spec(
         args_model=_Arguments,
         input_schema=schema,
         blocking=blocking,
+        arena_only=arena_only,
         validator=Draft202012Validator(schema),
     )
 
@@ -278,6 +287,7 @@ def build(*, sandboxed: bool = True) -> Environment:
             _load_scenario(engine),
             mutates=True,
             blocking=sandboxed,
+            arena_only=True,
         )
     )
     env.add_tool(
@@ -298,6 +308,7 @@ def build(*, sandboxed: bool = True) -> Environment:
             _check(engine),
             mutates=False,
             blocking=sandboxed,
+            arena_only=True,
         )
     )
     env.add_tool(
@@ -307,6 +318,7 @@ def build(*, sandboxed: bool = True) -> Environment:
             {"type": "object", "properties": {}},
             _state_hash,
             mutates=False,
+            arena_only=True,
         )
     )
     return env

@@ -12,6 +12,7 @@ nothing here is trusted by it. The restricted builtins below are guard rails for
 the boundary.
 """
 
+import base64
 import builtins
 import collections
 import datetime
@@ -25,6 +26,7 @@ import os
 import re
 import resource
 import signal
+import stat
 import statistics
 import sys
 import traceback
@@ -159,7 +161,7 @@ def _depth(value: object, level: int = 0) -> int:
     return level
 
 
-def _confine(address_space_mb: int) -> None:
+def _confine(address_space_mb: int, file_mb: int = 8) -> None:
     if os.getuid() == 0:  # bwrap ran as root without a user namespace: become nobody for good
         os.setgroups([])
         os.setgid(NOBODY)
@@ -168,7 +170,7 @@ def _confine(address_space_mb: int) -> None:
         resource.RLIMIT_AS: address_space_mb * 1024 * 1024,
         resource.RLIMIT_NOFILE: 16,
         resource.RLIMIT_NPROC: 1,  # no new processes or threads
-        resource.RLIMIT_FSIZE: 8 * 1024 * 1024,
+        resource.RLIMIT_FSIZE: file_mb * 1024 * 1024,
         resource.RLIMIT_CORE: 0,
     }
     for kind, value in limits.items():
@@ -212,10 +214,59 @@ def _json_result(value: object) -> dict:
     return {"ok": True, "value": value}
 
 
+def _write_files(root: str, files: dict) -> dict:
+    """The data folder's files (path -> base64) written under ``root``; their bytes by path."""
+    written = {}
+    for path, text in files.items():
+        data = base64.b64decode(text)
+        target = os.path.join(root, path)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb") as out:
+            out.write(data)
+        written[path] = data
+    return written
+
+
+def _scan(root: str) -> dict:
+    """Every regular file under ``root`` (path -> bytes), without following a link: a symbolic link or
+    a special file (fifo, socket, device) there is refused (``ValueError``)."""
+    found, pending = {}, [""]
+    while pending:
+        folder = pending.pop()
+        with os.scandir(os.path.join(root, folder) if folder else root) as entries:
+            listed = [(e.name, e.stat(follow_symlinks=False).st_mode) for e in entries]
+        for name, mode in listed:
+            path = f"{folder}/{name}" if folder else name
+            if stat.S_ISDIR(mode):
+                pending.append(path)
+            elif stat.S_ISREG(mode):
+                fd = os.open(os.path.join(root, path), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                try:
+                    if not stat.S_ISREG(os.fstat(fd).st_mode):
+                        raise ValueError(f"{path!r} changed while it was read")
+                    with os.fdopen(fd, "rb", closefd=False) as stream:
+                        found[path] = stream.read()
+                finally:
+                    os.close(fd)
+            else:
+                what = "a symbolic link" if stat.S_ISLNK(mode) else "a special file"
+                raise ValueError(f"the tool left {what} at {path!r} in its data folder (refused)")
+    return found
+
+
+def _changed(written: dict, root: str) -> dict:
+    """What the call changed in its data folder: path -> base64, or ``None`` for a deleted file."""
+    current = _scan(root)
+    changed = {p: base64.b64encode(d).decode("ascii") for p, d in current.items() if written.get(p) != d}
+    changed.update({p: None for p in written if p not in current})
+    return changed
+
+
 def _run_function(request: dict) -> dict:
     """Third-party tool code (``functions.py``): the module's source with full builtins (the sandbox is
     the boundary; a ``prelude`` may build them), then ``function(**arguments)``; ``env`` entries are set
-    first (e.g. its data dir)."""
+    first (e.g. its data dir). With ``files`` they are written into ``data_dir`` first and the result
+    names the files the call changed there."""
     timeout = max(0.01, float(request.get("timeout_s", 5.0)))
     used = resource.getrusage(resource.RUSAGE_SELF)
     cpu = int(used.ru_utime + used.ru_stime + timeout) + 1
@@ -223,7 +274,10 @@ def _run_function(request: dict) -> dict:
     os.environ.update({str(k): str(v) for k, v in dict(request.get("env") or {}).items()})
     name = str(request["function"])
     namespace = {"__name__": str(request.get("module", "tool")), "__builtins__": builtins}
+    files = request.get("files")
+    root = str(request.get("data_dir", ""))
     try:
+        written = _write_files(root, dict(files)) if files is not None else {}
         sys.stdout = sys.stderr  # its prints must not reach the protocol pipe
         prelude = request.get("prelude")
         if isinstance(prelude, dict):  # builds the code's builtins (e.g. seeded random/uuid stand-ins)
@@ -235,13 +289,17 @@ def _run_function(request: dict) -> dict:
         if not callable(function):
             return {"ok": False, "error": f"the implementation defines no function {name!r}"}
         value = function(**dict(request.get("arguments") or {}))
+        changed = _changed(written, root) if files is not None else None
     except SystemExit as exc:
         return {"ok": False, "error": f"{name!r} called exit({exc.code!r})"}
     except BaseException as exc:
         return {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
     finally:
         sys.stdout = sys.__stdout__
-    return _json_result(value)
+    result = _json_result(value)
+    if changed is not None and result["ok"]:
+        result["files"] = changed
+    return result
 
 
 def _serve(request: dict) -> None:
@@ -279,7 +337,8 @@ def main() -> None:
     for name in sys.argv[2].split(",") if len(sys.argv) > 2 else ():
         if name:
             __import__(name)  # before the drop to nobody, who may not read the Python install
-    _confine(int(sys.argv[1]) if len(sys.argv) > 1 else 512)
+    sizes = [int(n) for n in sys.argv[1].split(":")] if len(sys.argv) > 1 else [512]
+    _confine(*sizes)
     _send({"ready": True})
     request = _receive()
     if "serve" in request:

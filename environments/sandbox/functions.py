@@ -1,9 +1,10 @@
 """Third-party tool code (e.g. an imported environment's released implementation) in the same sandbox.
 
 ``run_function`` runs a module's source and calls one of its functions in a fresh bubblewrap child:
-no network, uid nobody, the standard library read-only, one host directory read-write (the tool's
-data files), rlimits, SIGKILL at the deadline. It is synchronous (a tool call is): a cold child per
-call, about 50-100 ms. The result comes back as JSON; the files the code changed are on the host side.
+no network, uid nobody, the standard library read-only, its data files in a size-limited tmpfs (sent in
+over the pipe, the changed ones reported back in the result: the server never touches a folder the
+code wrote), rlimits, SIGKILL at the deadline. It is synchronous (a tool call is): a cold child per
+call, about 50-100 ms. The result comes back as JSON.
 
 A ``Prelude`` (standard-library source text, since nothing else is mounted inside) can build the
 ``__builtins__`` the code runs with, e.g. seeded stand-ins for ``random`` so that replays reproduce.
@@ -14,6 +15,7 @@ code unsandboxed and raises ``SandboxUnavailable`` instead.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import logging
@@ -23,8 +25,7 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any
 
 from environments.sandbox.runner import (
@@ -36,7 +37,7 @@ from environments.sandbox.runner import (
 )
 
 DATA_DIR = "/data"
-"""Where ``writable_dir`` appears inside the sandbox."""
+"""Where the data folder (``files``) appears inside the sandbox: a tmpfs of ``SandboxLimits.data_mb``."""
 NOBODY = 65534
 
 logger = logging.getLogger(__name__)
@@ -63,6 +64,8 @@ class FunctionResult:
     ok: bool
     value: Any = None
     error: str | None = None
+    files: dict[str, bytes | None] | None = None
+    """With ``files`` given: the data files the call changed (``None``: deleted)."""
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
@@ -101,19 +104,12 @@ class Running:
         self.interrupt()
 
 
-def _hand_to_nobody(directory: Path) -> None:
-    """A privileged bwrap runs the code as uid 65534: let it write ``directory`` (a private scratch dir)."""
-    for root, dirs, files in os.walk(directory):
-        for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
-            os.chown(name, NOBODY, NOBODY)
-
-
 def run_function(
     source: str,
     function: str,
     arguments: Mapping[str, Any],
     *,
-    writable_dir: Path | None = None,
+    files: Mapping[str, bytes] | None = None,
     env: Mapping[str, str] | None = None,
     timeout_s: float = 10.0,
     limits: SandboxLimits | None = None,
@@ -124,15 +120,15 @@ def run_function(
 ) -> FunctionResult:
     """Run ``source``, then ``function(**arguments)``, sandboxed; ``SandboxUnavailable`` without one.
 
-    ``data_dir_env`` names an environment variable set to where ``writable_dir`` is seen by the code
-    (``/data`` under bubblewrap, the directory itself in ``auto`` mode's plain process); ``running``
-    holds the child while it runs, so another thread can kill it (a session closed meanwhile)."""
+    ``files`` (relative path -> content) are the code's data folder: the child writes them into a
+    tmpfs of ``limits.data_mb`` (``/data``) before the call and reports what changed after it
+    (``FunctionResult.files``); this process never reads or writes that folder. ``data_dir_env`` names
+    an environment variable set to where the folder is seen by the code; ``running`` holds the child
+    while it runs, so another thread can kill it (a session closed meanwhile)."""
     limits = limits or SandboxLimits()
     mode = os.environ.get(MODE_ENV, "bwrap")
     if mode not in ("bwrap", "auto"):
         raise SandboxUnavailable(f"{MODE_ENV}={mode!r}: use 'bwrap' (default) or 'auto'")
-    if writable_dir is not None and os.geteuid() == 0:
-        _hand_to_nobody(writable_dir)
     request: dict[str, Any] = {
         "function": function,
         "module": module,
@@ -140,42 +136,52 @@ def run_function(
         "arguments": dict(arguments),
         "timeout_s": timeout_s,
     }
+    if files is not None:
+        request["files"] = {path: base64.b64encode(data).decode("ascii") for path, data in files.items()}
+        # The report of changed files is one line on stdout, a host file bounded by RLIMIT_FSIZE.
+        report_mb = (limits.data_mb * 4) // 3 + limits.max_result_bytes // 2**20 + 2
+        limits = replace(limits, file_mb=max(limits.file_mb, report_mb))
     if prelude is not None:
         request["prelude"] = {
             "source": prelude.source,
             "factory": prelude.factory,
             "arguments": dict(prelude.arguments),
         }
-    run = (function, timeout_s, limits, request, env, writable_dir, data_dir_env, running)
+    run = (function, timeout_s, limits, request, env, data_dir_env, running)
     preload = prelude.modules if prelude is not None else ()
     if not _fallback:
         try:
-            writable = {str(writable_dir): DATA_DIR} if writable_dir is not None else None
-            return _run_child(bwrap_command(limits, writable, preload), False, DATA_DIR, *run)
+            return _run_child(bwrap_command(limits, preload=preload, data=files is not None), None, *run)
         except SandboxUnavailable as exc:
             if mode != "auto":
                 raise
             logger.warning("bubblewrap unavailable here (%s); tool code runs as plain child processes", exc)
             _fallback.append(str(exc))
-    return _run_child(process_command(limits, preload), True, str(writable_dir), *run)
+    with tempfile.TemporaryDirectory(prefix="sandbox-data-") as scratch:
+        if os.geteuid() == 0:
+            os.chown(scratch, NOBODY, NOBODY)  # the plain child drops to nobody too
+        return _run_child(process_command(limits, preload), scratch, *run)
 
 
 def _run_child(
     command: list[str],
-    plain: bool,
-    inside: str,
+    plain_dir: str | None,
     function: str,
     timeout_s: float,
     limits: SandboxLimits,
     request: dict[str, Any],
     env: Mapping[str, str] | None,
-    writable_dir: Path | None,
     data_dir_env: str | None,
     running: Running | None,
 ) -> FunctionResult:
+    """One child: ``plain_dir`` is the data folder of ``auto`` mode's plain process (a host scratch
+    directory it alone writes; ``None`` under bubblewrap, where it is the tmpfs ``/data``)."""
+    plain = plain_dir is not None
     variables = dict(env or {})
-    if data_dir_env is not None and writable_dir is not None:
-        variables[data_dir_env] = inside
+    if "files" in request:
+        request = {**request, "data_dir": plain_dir or DATA_DIR}
+        if data_dir_env is not None:
+            variables[data_dir_env] = plain_dir or DATA_DIR
     request = {**request, "env": variables}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         try:
@@ -204,7 +210,7 @@ def _run_child(
             if running is not None:
                 running.detach(proc)
         out.seek(0)
-        lines = out.read(limits.max_result_bytes + 1024).splitlines()
+        lines = out.read(limits.file_mb * 2**20).splitlines()
         err.seek(0)
         stderr = err.read(2000).decode(errors="replace").strip()
     if not lines or lines[0].strip() != b'{"ready":true}':
@@ -216,6 +222,34 @@ def _run_child(
     result = message.get("result") if isinstance(message, dict) else None
     if not isinstance(result, dict):
         return FunctionResult(False, error=f"{function!r} ended without a result (a resource limit?)")
-    if result.get("ok") is True:
+    if result.get("ok") is not True:
+        return FunctionResult(False, error=str(result.get("error"))[:4000])
+    if "files" not in request:
         return FunctionResult(True, value=result.get("value"))
-    return FunctionResult(False, error=str(result.get("error"))[:4000])
+    try:
+        changed = _changed_files(result.get("files"), limits.data_mb * 2**20)
+    except ValueError as exc:
+        return FunctionResult(False, error=f"{function!r}: {exc}")
+    return FunctionResult(True, value=result.get("value"), files=changed)
+
+
+def _changed_files(report: Any, limit: int) -> dict[str, bytes | None]:
+    """The child's report of changed files (path -> base64, ``None`` when deleted), checked: relative
+    paths of plain names only, at most ``limit`` bytes in all; ``ValueError`` otherwise."""
+    if not isinstance(report, dict):
+        raise ValueError("the sandbox reported no data files")
+    changed: dict[str, bytes | None] = {}
+    total = 0
+    for path, text in report.items():
+        parts = path.split("/") if isinstance(path, str) else [""]
+        if len(path) > 1024 or "\0" in path or any(p in ("", ".", "..") for p in parts):
+            raise ValueError(f"the data folder holds a file with a bad path {str(path)[:100]!r}")
+        if text is None:
+            changed[path] = None
+            continue
+        data = base64.b64decode(str(text), validate=True)
+        total += len(data)
+        if total > limit:
+            raise ValueError(f"the data folder is over its limit of {limit} bytes")
+        changed[path] = data
+    return changed

@@ -33,6 +33,8 @@ from typing import Any
 CHILD = Path(__file__).with_name("child.py")
 SANDBOX_CHILD = "/sandbox/child.py"
 START_TIMEOUT_S = 10.0
+MAX_RESULT_DEPTH = 64
+"""How deeply lists and dicts may nest in a program's result (the child checks it too)."""
 MODE_ENV = "ARENA_SANDBOX"
 """``bwrap`` (the default: bubblewrap or an error) or ``auto`` (inside a hardened container: bubblewrap
 when it can start there, else a plain child process with the same rlimits, the container being the OS
@@ -51,10 +53,18 @@ class SandboxLimits:
 
     address_space_mb: int = 512
     scratch_mb: int = 16
+    file_mb: int = 8
+    """RLIMIT_FSIZE: the largest file the child may write (its stdout and stderr files included)."""
+    data_mb: int = 32
+    """Third-party tool code's data folder (``functions.run_function``): a tmpfs of this size, all
+    files together."""
     max_result_bytes: int = 1_000_000
     """The program's JSON return value, encoded."""
     max_message_bytes: int = 4_000_000
     """One tool call line from the program (its arguments)."""
+    max_call_bytes: int = 4_000_000
+    """All the tool call lines of one run that the server applies and keeps (``calls``); past it a call
+    is answered ``LIMIT_EXCEEDED`` and neither applied nor kept (the server's memory per run)."""
     kill_grace_s: float = 0.25
     """How long past its deadline a program may take to report the timeout itself before it is killed."""
     warm: int = 2
@@ -103,7 +113,7 @@ def _root_dirs() -> list[str]:
 
 
 def _child_arguments(limits: SandboxLimits, preload: Sequence[str], path: Sequence[str]) -> list[str]:
-    arguments = [str(limits.address_space_mb)]
+    arguments = [f"{limits.address_space_mb}:{limits.file_mb}"]
     if preload or path:
         arguments.append(",".join(preload))
     if path:
@@ -113,15 +123,16 @@ def _child_arguments(limits: SandboxLimits, preload: Sequence[str], path: Sequen
 
 def bwrap_command(
     limits: SandboxLimits,
-    writable: Mapping[str, str] | None = None,
     preload: Sequence[str] = (),
     readonly: Mapping[str, str] | None = None,
     path: Sequence[str] = (),
+    *,
+    data: bool = False,
 ) -> list[str]:
-    """The command line that starts one sandboxed child; ``writable`` maps host directories to the
-    places they are bound read-write inside (nothing else is writable but the tmpfs), ``readonly`` host
-    directories to places bound read-only (e.g. a third-party package); ``path`` is put first on the
-    child's ``sys.path`` and ``preload`` names modules it imports before it drops privileges."""
+    """The command line that starts one sandboxed child (nothing is writable inside but its tmpfs);
+    ``readonly`` maps host directories to places bound read-only (e.g. a third-party package); ``path``
+    is put first on the child's ``sys.path`` and ``preload`` names modules it imports before it drops
+    privileges; ``data`` adds a second tmpfs of ``limits.data_mb`` at ``/data``, writable by the child."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SandboxUnavailable(
@@ -150,7 +161,7 @@ def bwrap_command(
         str(limits.scratch_mb * 1024 * 1024),
         "--tmpfs",
         "/tmp",
-        *[arg for host, inside in (writable or {}).items() for arg in ("--bind", host, inside)],
+        *(["--perms", "01777", "--size", str(limits.data_mb * 2**20), "--tmpfs", "/data"] if data else []),
         *[arg for host, inside in (readonly or {}).items() for arg in ("--ro-bind", host, inside)],
         "--ro-bind",
         str(CHILD),
@@ -173,14 +184,37 @@ def bwrap_command(
 def process_command(
     limits: SandboxLimits, preload: Sequence[str] = (), path: Sequence[str] = ()
 ) -> list[str]:
-    """``auto`` mode's fallback inside a container: the child alone (its own process, rlimits, pipes).
-    Once it is uid nobody it imports only what that uid can read: ``preload`` is imported before."""
+    """``auto`` mode's fallback inside a container: the child alone (its own process, rlimits, pipes),
+    which drops to uid nobody before it reads a request. Once it is nobody it imports only what that
+    uid can read: ``preload`` is imported before. A server that is not root could not give the child
+    another uid (it could signal the server, ptrace or open its files): ``SandboxUnavailable`` then."""
+    if os.geteuid() != 0:
+        raise SandboxUnavailable(
+            f"bubblewrap cannot start here and a plain child would share this server's uid {os.geteuid()} "
+            "(it could signal the server or open its files): refused; let bubblewrap start in the "
+            "container, or run the server as root so that the child drops to uid nobody"
+        )
     command = [os.path.realpath(sys.executable), "-I", "-S", "-B", str(CHILD)]
     return command + _child_arguments(limits, preload, path)
 
 
 class _TooLong(Exception):
     pass
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether lists and dicts in ``value`` nest more than ``limit`` levels (checked without recursion:
+    the child's own check is not trusted)."""
+    pending = [(value, 0)]
+    while pending:
+        item, level = pending.pop()
+        if level > limit:
+            return True
+        if isinstance(item, dict | list):
+            pending.extend(
+                (child, level + 1) for child in (item.values() if isinstance(item, dict) else item)
+            )
+    return False
 
 
 class _Child:
@@ -289,6 +323,7 @@ class Sandbox:
         self.limits = limits or SandboxLimits()
         self._command: list[str] | None = None
         self._warm: deque[_Child] = deque()
+        self._running: set[_Child] = set()
         self._starting = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._slots: asyncio.Semaphore | None = None
@@ -341,6 +376,9 @@ class Sandbox:
                 line = await child.readline(1024)
         except (TimeoutError, _TooLong):
             line = b""
+        except BaseException:  # cancelled (the run's session closed, the server stopping)
+            await asyncio.shield(child.kill())
+            raise
         if line.strip() != b'{"ready":true}':
             await asyncio.sleep(0.05)
             detail = child.stderr_tail() or "no output"
@@ -396,31 +434,49 @@ class Sandbox:
             self._slots = asyncio.Semaphore(self.limits.concurrency)
         async with self._slots:
             child = await self._take()
+            self._running.add(child)
             try:
                 return await self._drive(child, call, source, entry, max(0.0, timeout_s), max_calls)
             finally:
+                self._running.discard(child)
                 child.signal_kill()  # at once; reaping it need not delay the answer
                 self._background(child.kill())
 
     async def _drive(
         self, child: _Child, call: ToolCall, source: str, entry: str, timeout_s: float, max_calls: int
     ) -> ProgramRun:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s + self.limits.kill_grace_s
+        """The run's whole exchange with the child, reads and writes alike, bounded by its deadline: a
+        child that stops reading its pipe (or shrinks it) cannot hold the server past it."""
+        deadline = asyncio.get_running_loop().time() + timeout_s + self.limits.kill_grace_s
         calls: list[dict[str, Any]] = []
+        try:
+            async with asyncio.timeout_at(deadline):
+                return await self._exchange(child, call, source, entry, timeout_s, max_calls, calls)
+        except TimeoutError:
+            return ProgramRun(False, error=f"ran longer than {timeout_s:g}s (killed)", calls=calls)
+
+    async def _exchange(
+        self,
+        child: _Child,
+        call: ToolCall,
+        source: str,
+        entry: str,
+        timeout_s: float,
+        max_calls: int,
+        calls: list[dict[str, Any]],
+    ) -> ProgramRun:
+        loop = asyncio.get_running_loop()
         request = {"source": source, "entry": entry, "timeout_s": timeout_s}
         await child.write(json.dumps(request).encode() + b"\n")
         held_since = loop.time()
         spin = self.FAST_PATH_S
+        retained = 0
         while True:
             if loop.time() - held_since > self.FAST_PATH_BUDGET_S:
                 await asyncio.sleep(0)  # let other requests in
                 held_since = loop.time()
             try:
-                async with asyncio.timeout_at(deadline):
-                    line = await child.readline(self.limits.max_message_bytes, spin)
-            except TimeoutError:
-                return ProgramRun(False, error=f"ran longer than {timeout_s:g}s (killed)", calls=calls)
+                line = await child.readline(self.limits.max_message_bytes, spin)
             except _TooLong:
                 limit = self.limits.max_message_bytes
                 return ProgramRun(False, error=f"the program sent a message over {limit} bytes", calls=calls)
@@ -441,7 +497,11 @@ class Sandbox:
                 return ProgramRun(False, error="the program broke the sandbox protocol", calls=calls)
             if len(calls) >= max_calls:
                 answer: dict[str, Any] = {"limit": f"more than {max_calls} tool calls"}
+            elif retained + len(line) > self.limits.max_call_bytes:
+                limit = self.limits.max_call_bytes
+                answer = {"limit": f"LIMIT_EXCEEDED: the run's tool calls passed {limit} bytes of arguments"}
             else:
+                retained += len(line)
                 calls.append({"tool": name, "arguments": arguments})
                 applied = call(name, arguments)
                 ok, value = await applied if inspect.isawaitable(applied) else applied
@@ -456,12 +516,17 @@ class Sandbox:
             if size > self.limits.max_result_bytes:
                 error = f"the result is larger than {self.limits.max_result_bytes} bytes of JSON"
                 return ProgramRun(False, error=error, calls=calls)
+            if _deeper_than(result.get("value"), MAX_RESULT_DEPTH):
+                error = f"the result is not JSON: nested deeper than {MAX_RESULT_DEPTH} levels"
+                return ProgramRun(False, error=error, calls=calls)
             return ProgramRun(True, value=result.get("value"), calls=calls)
         return ProgramRun(False, error=str(result.get("error"))[:20_000], calls=calls)
 
     async def aclose(self) -> None:
-        """Kill the warm children."""
+        """Kill the warm children and those still running a program (their runs end at once)."""
         self._closed = True
+        for child in self._running:
+            child.signal_kill()
         if self._tasks:  # refills in flight kill what they start once they see ``_closed``
             await asyncio.wait(list(self._tasks), timeout=START_TIMEOUT_S)
         while self._warm:

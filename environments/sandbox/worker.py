@@ -124,16 +124,23 @@ class Worker:
         mode = os.environ.get(MODE_ENV, "bwrap")
         if mode not in ("bwrap", "auto"):
             raise SandboxUnavailable(f"{MODE_ENV}={mode!r}: use 'bwrap' (default) or 'auto'")
-        plain = process_command(self.limits, self.preload, self.plain_path)
         if _fallback and mode == "auto":
-            return [("process", plain)]
+            return [("process", process_command(self.limits, self.preload, self.plain_path))]
         try:
-            boxed = bwrap_command(self.limits, None, self.preload, self.readonly, self.path)
+            boxed = bwrap_command(self.limits, self.preload, self.readonly, self.path)
         except SandboxUnavailable:
             if mode != "auto":
                 raise
-            return [("process", plain)]
-        return [("bwrap", boxed), ("process", plain)] if mode == "auto" else [("bwrap", boxed)]
+            return [("process", process_command(self.limits, self.preload, self.plain_path))]
+        if mode != "auto":
+            return [("bwrap", boxed)]
+        try:
+            return [
+                ("bwrap", boxed),
+                ("process", process_command(self.limits, self.preload, self.plain_path)),
+            ]
+        except SandboxUnavailable:  # no plain fallback here: bubblewrap or nothing
+            return [("bwrap", boxed)]
 
     def _start(self) -> None:
         problem = "no command"
@@ -168,11 +175,15 @@ class Worker:
             stderr.close()
             raise SandboxUnavailable(f"cannot start bubblewrap: {exc}") from None
         self._proc, self._stderr, self._buffer = proc, stderr, bytearray()
+        assert proc.stdin is not None
+        os.set_blocking(proc.stdin.fileno(), False)  # every write is bounded by a deadline (``_write``)
         try:
             ready = self._read(time.monotonic() + START_TIMEOUT_S, 1024)
             if ready.strip() != b'{"ready":true}':
                 raise WorkerFailed("no ready line")
-            self._write({"serve": {"source": self.source, "name": self.name}})
+            self._write(
+                {"serve": {"source": self.source, "name": self.name}}, time.monotonic() + START_TIMEOUT_S
+            )
             serving = self._read(time.monotonic() + START_TIMEOUT_S, 1 << 20)
             if serving.strip() != b'{"serving":true}':
                 raise WorkerFailed("the worker module did not start")
@@ -182,13 +193,23 @@ class Worker:
             raise SandboxUnavailable(f"the sandbox did not start: {detail}") from None
 
     # -- the pipe ---------------------------------------------------------------------------------
-    def _write(self, message: Mapping[str, Any]) -> None:
+    def _write(self, message: Mapping[str, Any], deadline: float) -> None:
+        """Send one line, waiting for the pipe no later than ``deadline`` (``TimeoutError``, the child
+        killed): a child that stops reading, or shrinks its pipe, cannot hold the caller past it."""
         assert self._proc is not None and self._proc.stdin is not None
-        try:
-            self._proc.stdin.write(json.dumps(message, separators=(",", ":")).encode() + b"\n")
-            self._proc.stdin.flush()
-        except (BrokenPipeError, ValueError, OSError):
-            pass  # the child is gone: the read that follows says so
+        fd = self._proc.stdin.fileno()
+        data = memoryview(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+        while data:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([], [fd], [], left)[1]:
+                self.interrupt()
+                raise TimeoutError
+            try:
+                data = data[os.write(fd, data) :]
+            except BlockingIOError:
+                continue
+            except OSError:
+                return  # the child is gone: the read that follows says so
 
     def _read(self, deadline: float, limit: int) -> bytes:
         assert self._proc is not None and self._proc.stdout is not None
@@ -222,11 +243,10 @@ class Worker:
             if self._proc is None or self._proc.poll() is not None:
                 self._reap()
                 self._start()
-            self._write(message)
+            deadline = time.monotonic() + timeout_s + self.limits.kill_grace_s
             try:
-                line = self._read(
-                    time.monotonic() + timeout_s + self.limits.kill_grace_s, self.max_message_bytes
-                )
+                self._write(message, deadline)
+                line = self._read(deadline, self.max_message_bytes)
             except TimeoutError:
                 self._reap()
                 raise WorkerFailed(f"ran longer than {timeout_s:g}s (killed)") from None

@@ -123,6 +123,10 @@ class ToolSpec:
     blocking: bool = False
     """Its function waits on something outside the process (a sandboxed child running third-party code):
     a server runs it on a worker thread, never in its event loop."""
+    arena_only: bool = False
+    """Setup, verifier or probe for the arena only: a server offers it on its control plane alone
+    (``/control/sessions/{sid}/call``), never in an agent's ``tools/list`` or ``tools/call``, nor to a
+    generated program."""
 
     @classmethod
     def from_function(

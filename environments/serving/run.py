@@ -32,6 +32,8 @@ from environments.serving.secrecy import hide_process_memory
 from environments.serving.server import EnvServer
 
 CONTROL_TOKEN_ENV = "ARENA_CONTROL_TOKEN"
+GRACEFUL_STOP_S = 2.0
+"""How long a stopping server lets requests in flight finish before it cancels them."""
 
 
 class ServeError(RuntimeError):
@@ -123,6 +125,8 @@ def _uvicorn(app: Any, sock: socket.socket, limits: HttpLimits, lifespan: str) -
         access_log=False,
         lifespan=lifespan,
         timeout_keep_alive=limits.keep_alive_s,
+        # On SIGTERM requests in flight (a program, a third-party call) get this long, then are cancelled.
+        timeout_graceful_shutdown=GRACEFUL_STOP_S,
         # uvicorn answers 503 once connections reach this; the protocol already caps them at max_connections.
         limit_concurrency=limits.max_connections + 1,
         backlog=limits.backlog,

@@ -41,6 +41,7 @@ from starlette.types import Receive, Scope, Send
 
 from environments.sandbox import Sandbox, SandboxUnavailable
 from environments.sdk.environment import Environment
+from environments.sdk.errors import ErrorCode
 from environments.sdk.execution import ToolOutcome, execute_tool
 from environments.sdk.state import EpisodeState, StateError, StateStore
 from environments.sdk.tools import ToolSpec
@@ -124,6 +125,11 @@ class EnvServer:
         self._locks: dict[str, asyncio.Lock] = {}
         """One per session: a tool call on a worker thread (``ToolSpec.blocking``) holds its session's
         until it ends; whatever else touches that session's database waits for it."""
+        self._runs: dict[str, set[asyncio.Task[Any]]] = {}
+        """The programs running on each session: closing it cancels them (their children are killed)."""
+        self.agent_tools = {name: spec for name, spec in env.tools.items() if not spec.arena_only}
+        """The tools an agent (or a generated program) may see and call: arena-only ones are reachable
+        on the control plane alone."""
         self.mcp_tools = [
             types.Tool(
                 name=spec.name,
@@ -133,7 +139,7 @@ class EnvServer:
                     read_only_hint=not spec.mutates, destructive_hint=spec.mutates
                 ),
             )
-            for spec in env.tools.values()
+            for spec in self.agent_tools.values()
         ]
         self.mcp = Server(
             env.name,
@@ -149,7 +155,7 @@ class EnvServer:
 
     # -- MCP handlers -------------------------------------------------------------------------
     def _input_schema(self, name: str) -> dict[str, Any] | None:
-        spec = self.env.tools.get(name)
+        spec = self.agent_tools.get(name)
         return spec.input_schema if spec is not None else None
 
     async def _list_tools(
@@ -160,7 +166,7 @@ class EnvServer:
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         state = self._state_for_request(ctx.request)
         try:
-            outcome = await self.execute(state.state_id, params.name, params.arguments)
+            outcome = await self.execute(state.state_id, params.name, params.arguments, arena=False)
         except SandboxUnavailable as exc:  # infrastructure: a JSON-RPC error, never a tool result
             raise MCPError(INTERNAL_ERROR, f"sandbox unavailable: {str(exc)[:MAX_ERROR_CHARS]}") from None
         return outcome_to_result(outcome)
@@ -182,10 +188,16 @@ class EnvServer:
                 raise StateError(f"session {sid!r} was closed")
             yield state
 
-    async def execute(self, sid: str, name: str, arguments: Any) -> ToolOutcome:
+    async def execute(self, sid: str, name: str, arguments: Any, *, arena: bool) -> ToolOutcome:
         """One tool call on session ``sid``: inline, or on a worker thread for a ``blocking`` tool (its
-        code waits on a sandboxed child) so the event loop goes on serving everything else."""
-        spec: ToolSpec | None = self.env.tools.get(name)
+        code waits on a sandboxed child) so the event loop goes on serving everything else. Only the
+        arena (``arena=True``: the control plane) reaches ``arena_only`` tools; to anyone else they do
+        not exist."""
+        spec: ToolSpec | None = (self.env.tools if arena else self.agent_tools).get(name)
+        if spec is None and not arena:
+            known = ", ".join(sorted(self.agent_tools))
+            message = f"unknown tool {str(name)[:200]!r}; tools: {known}"
+            return ToolOutcome(False, {"code": str(ErrorCode.UNKNOWN_TOOL), "message": message})
         async with self.session(sid) as state:
             if spec is None or not spec.blocking:
                 return execute_tool(self.env, state, name, arguments)
@@ -343,6 +355,8 @@ class EnvServer:
         sid = request.path_params["sid"]
         state = self.store.detach(sid)  # unknown from now on: requests in flight on it answer 404
         state.interrupt()  # a call in flight on a worker thread ends now (its sandboxed child killed)
+        for run in self._runs.pop(sid, ()):
+            run.cancel()  # a program running on it ends now, waiting or not (its child killed)
         lock = self._locks.setdefault(sid, asyncio.Lock())
         async with lock:
             state.close()
@@ -377,7 +391,9 @@ class EnvServer:
 
     async def _call(self, request: Request) -> Response:
         body = await _json_body(request)
-        outcome = await self.execute(request.path_params["sid"], body["name"], body.get("arguments") or {})
+        outcome = await self.execute(
+            request.path_params["sid"], body["name"], body.get("arguments") or {}, arena=True
+        )
         return _json_response({"ok": outcome.ok, "value": outcome.value})
 
     async def _program(self, request: Request) -> Response:
@@ -397,12 +413,27 @@ class EnvServer:
         async def call(name: str, arguments: Any) -> tuple[bool, Any]:
             # Looked up on every call: a session closed meanwhile aborts the run (404), and the
             # program can reach this session and no other.
-            outcome = await self.execute(sid, name, arguments)
+            outcome = await self.execute(sid, name, arguments, arena=False)
             return outcome.ok, outcome.value
 
-        run = await self.sandbox.run(
-            call, source, entry=str(body.get("entry", "solve")), timeout_s=timeout_s, max_calls=max_calls
+        running = asyncio.ensure_future(
+            self.sandbox.run(
+                call, source, entry=str(body.get("entry", "solve")), timeout_s=timeout_s, max_calls=max_calls
+            )
         )
+        runs = self._runs.setdefault(sid, set())
+        runs.add(running)
+        try:
+            run = await running
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if running.cancelled() and (current is None or not current.cancelling()):
+                raise StateError(f"session {sid!r} was closed during the program") from None
+            raise
+        finally:
+            runs.discard(running)
+            if not runs and self._runs.get(sid) is runs:
+                del self._runs[sid]
         return _json_response(run.to_dict())
 
 

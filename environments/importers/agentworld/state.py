@@ -419,16 +419,12 @@ class FileStateStore:
         }
         return StateSnapshot(files, rows)
 
-    def materialise(self, snapshot: StateSnapshot, directory: Path) -> dict[str, bytes]:
-        """Write every file into ``directory``; returns what was written, by relative path."""
-        written: dict[str, bytes] = {}
-        for path, row in snapshot.files.items():
-            data = compose(self.plan.plan_for(path), row, snapshot.rows)
-            target = directory / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-            written[path] = data
-        return written
+    def files(self, snapshot: StateSnapshot) -> dict[str, bytes]:
+        """Every file's content, by relative path (what a tool call's data folder starts with)."""
+        return {
+            path: compose(self.plan.plan_for(path), row, snapshot.rows)
+            for path, row in snapshot.files.items()
+        }
 
     def write_back(self, db: Session, snapshot: StateSnapshot, changed: Mapping[str, bytes | None]) -> None:
         """Store changed files (``None`` = deleted); only rows that differ are written."""
@@ -467,13 +463,3 @@ class FileStateStore:
         for key, value in new.items():
             if key in old and old[key] != value:
                 db.execute(update(t).where(t.c.key == key).values(value=value))
-
-
-def changed_files(directory: Path, written: Mapping[str, bytes]) -> dict[str, bytes | None]:
-    """Files under ``directory`` that differ from ``written`` (new or modified), and deleted ones."""
-    current = {
-        p.relative_to(directory).as_posix(): p.read_bytes() for p in directory.rglob("*") if p.is_file()
-    }
-    changed: dict[str, bytes | None] = {p: d for p, d in current.items() if written.get(p) != d}
-    changed.update({p: None for p in written if p not in current})
-    return changed

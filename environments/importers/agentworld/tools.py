@@ -12,7 +12,6 @@ from __future__ import annotations
 import ast
 import functools
 import re
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +30,7 @@ from environments.sdk.tools import ToolSpec
 from . import determinism
 from .determinism import call_seed, salt, state_digest
 from .schemas import safe_validator
-from .state import FileStateStore, changed_files
+from .state import FileStateStore
 
 DB_DIR_ENV = "MCP_DB_DIR"
 CALL_TIMEOUT_S = 10.0
@@ -180,13 +179,9 @@ class ImplementationRunner:
 
     def __call__(self, db: Session, **arguments: Any) -> Any:
         snapshot = self.store.read(db)
-        with tempfile.TemporaryDirectory(prefix="agentworld-") as tmp:
-            directory = Path(tmp)
-            written = self.store.materialise(snapshot, directory)
-            digest = state_digest(snapshot.files, snapshot.rows)
-            seed = call_seed(salt(), digest, self.tool_name, arguments)
-            result = self._invoke(directory, arguments, seed, _running(db))
-            changed = changed_files(directory, written)
+        digest = state_digest(snapshot.files, snapshot.rows)
+        seed = call_seed(salt(), digest, self.tool_name, arguments)
+        result, changed = self._invoke(self.store.files(snapshot), arguments, seed, _running(db))
         self.store.write_back(db, snapshot, changed)
         error = released_error(result)
         if error is not None:
@@ -194,16 +189,17 @@ class ImplementationRunner:
         return result
 
     def _invoke(
-        self, directory: Path, arguments: Mapping[str, Any], seed: int, running: Running | None = None
-    ) -> Any:
+        self, files: dict[str, bytes], arguments: Mapping[str, Any], seed: int, running: Running | None = None
+    ) -> tuple[Any, dict[str, bytes | None]]:
         """One call in a fresh sandbox child: its imports of random/uuid/secrets/os draw from the call's
-        seed (``determinism``), ``MCP_DB_DIR`` is ``directory`` as seen inside, its prints go to the
-        child's stderr (never an MCP stdio stream). ``SandboxUnavailable`` propagates (infrastructure)."""
+        seed (``determinism``), ``MCP_DB_DIR`` is its data folder (``files``, in a size-limited tmpfs),
+        its prints go to the child's stderr (never an MCP stdio stream). Its result and the files it
+        changed; ``SandboxUnavailable`` propagates (infrastructure)."""
         outcome = run_function(
             self.source,
             self.tool_name,
             arguments,
-            writable_dir=directory,
+            files=files,
             data_dir_env=DB_DIR_ENV,
             timeout_s=CALL_TIMEOUT_S,
             module=f"agentworld_tool_{self.tool_name}",
@@ -212,7 +208,7 @@ class ImplementationRunner:
         )
         if not outcome.ok:
             raise ReleasedCodeFailed(outcome.error or "the released code failed")
-        return outcome.value
+        return outcome.value, outcome.files or {}
 
 
 @dataclass(frozen=True)
