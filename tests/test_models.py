@@ -27,6 +27,7 @@ from arena.policies.base import PolicyTurn
 from arena.policies.hf import HFPolicy, HFPolicyConfig
 from task_synth.model import FieldRule, Rubric, Task, TaskKind, Verifier
 from tests.gguf_samples import TinyGGUF, write_tiny_gguf
+from tests.test_hf_policy import _segments
 
 SMOLLM2 = pinned("smollm2-135m")
 TOOLS = [
@@ -180,7 +181,7 @@ async def test_the_converted_model_plays_greedy_turns_with_an_aligned_trajectory
     assert first.prompt_tokens == len(trajectory.prompt_ids)
     sizes = {len(trajectory.response_ids), len(trajectory.response_mask), len(trajectory.response_logprobs)}
     assert len(sizes) == 1
-    runs = _runs(trajectory.response_ids, trajectory.response_mask)
+    runs = _segments(trajectory.response_ids, trajectory.response_mask)
     assert [flag for flag, _ in runs][:3] == [1, 0, 1]  # turn 1, the tool result, turn 2 (then maybe an end)
     assert [len(ids) for flag, ids in runs if flag] == [first.completion_tokens, second.completion_tokens]
     between = tokenizer.decode(runs[1][1])
@@ -192,17 +193,6 @@ async def test_the_converted_model_plays_greedy_turns_with_an_aligned_trajectory
         if not m
     )
     await policy.aclose()
-
-
-def _runs(ids: list[int], mask: list[int]) -> list[tuple[int, list[int]]]:
-    """``ids`` split into runs of equal mask: (mask, tokens) each."""
-    out: list[tuple[int, list[int]]] = []
-    for token, flag in zip(ids, mask, strict=True):
-        if out and out[-1][0] == flag:
-            out[-1][1].append(token)
-        else:
-            out.append((flag, [token]))
-    return out
 
 
 def test_where_and_resolve_find_a_converted_model_without_fetching(
