@@ -29,6 +29,7 @@ def _register_optional(subparsers: argparse._SubParsersAction) -> None:
         "arena.cli.eval",
         "arena.cli.evolve",
         "arena.cli.image",
+        "arena.cli.model",
         "arena.cli.report",
         "arena.cli.synth",
         "arena.cli.tasks",

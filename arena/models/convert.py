@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
 from arena.models.chat_template import chatml_tools_template
@@ -17,7 +18,11 @@ TEMPLATE_INFO = "arena_template.json"
 
 
 class ModelError(RuntimeError):
-    """A model file or folder that cannot be used (corrupt, truncated, no room, no tool rendering)."""
+    """A model file or folder that cannot be used (corrupt, truncated, no room, no tool rendering); its
+    message is one line, whatever the library errors it quotes."""
+
+    def __str__(self) -> str:
+        return " ".join(super().__str__().split())
 
 
 PROBE_TOOLS = [
@@ -87,9 +92,10 @@ def convert_gguf(
     for config in (model.config, model.generation_config):
         config.eos_token_id = tokenizer.eos_token_id
         config.pad_token_id = tokenizer.pad_token_id
-    target.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    scratch: Path | None = None
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
         model.save_pretrained(scratch)
         tokenizer.save_pretrained(scratch)
         info = {"source": gguf.name, "tool_result_chars": tool_result_chars}
@@ -97,8 +103,9 @@ def convert_gguf(
         if target.exists():
             shutil.rmtree(target)
         scratch.rename(target)
-    except OSError as exc:
+    except (OSError, SafetensorError) as exc:  # safetensors reports a full disk as its own error
         raise ModelError(f"could not write the converted model under {target.parent}: {exc}") from None
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
     return target

