@@ -1,4 +1,4 @@
-"""Shared fixtures: an isolated seed cache per test session and the testbed environment."""
+"""Shared fixtures: an isolated ARENA_HOME and seed cache per test session, and the testbed environment."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 import ray
 
 from arena.runtime.pool import EnvPool, PoolConfig
+from environments.paths import HOME_ENV
 from environments.serving.control import ControlClient
 from environments.serving.process import ServerProcess
 
@@ -22,6 +23,16 @@ TESTBED = FIXTURES / "testbed"
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ.setdefault("ARENA_CACHE_DIR", str(tmp_path_factory.mktemp("arena-cache")))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_home(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A fresh ``ARENA_HOME`` for the session: tests never read the user's (imported or registered
+    environments, runs, config there) nor write to it. BFCL's fetched data stays where it is."""
+    from environments.bfcl.package import ROOT_ENV, package_root
+
+    os.environ.setdefault(ROOT_ENV, str(package_root()))
+    os.environ[HOME_ENV] = str(tmp_path_factory.mktemp("arena-home"))
 
 
 @pytest.fixture(scope="module")

@@ -202,6 +202,18 @@ def test_an_answer_after_only_malformed_calls_is_a_format_error() -> None:
     assert classify(record, task) is FailureMode.NO_FINAL_ANSWER
 
 
+def test_an_answer_without_any_call_is_premature_on_every_suite() -> None:
+    """A multi-turn task (BFCL's shape: a check tool, references per user turn) answered without a call is
+    ``premature_answer``, as a core task is; a task whose reference makes no call is a wrong answer."""
+    steps = [CallStep(tool="get_book", arguments={"book_id": 1})]
+    bfcl_like = copies_task(turn_solutions=[Solution(steps=[]), Solution(steps=steps)])
+    failed = Verdict(passed=False, reasons=["wrong"])
+    record = EpisodeRecord(bfcl_like.id, "library", 1, "graph", verdict=failed, finished=True)
+    record.turns = [TurnRecord(0, "done"), TurnRecord(1, "done", user_message="and then?")]
+    assert classify(record, bfcl_like) is FailureMode.PREMATURE_ANSWER
+    assert classify(record, copies_task()) is FailureMode.WRONG_ANSWER
+
+
 @module_loop
 async def test_reference_solver_is_cancelled_when_a_turn_limit_cuts_the_episode_short(pool: EnvPool) -> None:
     task = await hold_task(pool)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from arena.eval.report import write_report
+from arena.eval.report import infra_reasons, write_report
 from arena.eval.settings import TrackerSettings
 from arena.eval.stats import wilson_interval
 from arena.eval.tracker import open_tracker
@@ -61,6 +61,37 @@ def test_report_tables_plots_and_headline(tmp_path: Path) -> None:
     write_report(store, ["strong", "weak"], tmp_path / "again")
     for name in ("report.md", "by_env.csv", "efficiency.csv"):
         assert (tmp_path / "both" / name).read_text() == (tmp_path / "again" / name).read_text()
+
+
+def test_infrastructure_errors_are_listed_apart_with_their_reasons(tmp_path: Path) -> None:
+    store = RunStore(Database(f"sqlite:///{tmp_path / 'r.db'}"))
+    store.start("down", policy="openai", suite="core", config={}, git_revision=None, planned=4)
+    errors = [
+        "policy endpoint unreachable: Connection error.",
+        "policy endpoint unreachable: Request timed out.",
+        "policy endpoint failed: HTTP 503: loading model",
+        None,
+    ]
+    for i, error in enumerate(errors):
+        mode = FailureMode.SOLVED if error is None else FailureMode.INFRA_ERROR
+        record = _episode(f"t{i}", "library", 1, True if error is None else None, mode)
+        record.infra_error = error
+        store.record("down", record, "education")
+    store.finish("down", "finished", {})
+    assert infra_reasons(store.episodes("down")) == [
+        ("policy endpoint unreachable", 2),
+        ("policy endpoint failed: HTTP 503", 1),
+    ]
+    report = write_report(store, ["down"], tmp_path / "down")
+    text = report.markdown.read_text()
+    assert report.headline["infra_errors"] == 3 and report.headline["success"] == 1.0
+    section = text.split("## Infrastructure errors (not scored, replayed by a re-run)")[1]
+    assert "| policy endpoint unreachable | 2 |" in section
+    assert "| policy endpoint failed: HTTP 503 | 1 |" in section
+    assert "status finished" in text
+    fill(store)
+    clean = write_report(store, ["strong"], tmp_path / "strong").markdown.read_text()
+    assert "## Infrastructure errors" not in clean
 
 
 def test_wandb_offline_run_holds_the_metrics_tables_and_plots(

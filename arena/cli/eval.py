@@ -11,12 +11,16 @@ import argparse
 import asyncio
 import hashlib
 import json
+from typing import TYPE_CHECKING
 
 from omegaconf import OmegaConf
 from rich.console import Console
 
 from arena.cli.hydra_config import ConfigError, compose_raw, expand_sweep, load
 from arena.eval.settings import EvalSettings
+
+if TYPE_CHECKING:
+    from arena.eval.runner import RunOutcome
 
 console = Console()
 err_console = Console(stderr=True)
@@ -47,7 +51,7 @@ def _sweep_report(run_ids: list[str], url: str | None) -> str:
 def cmd_eval(args: argparse.Namespace) -> int:
     from arena.eval.runner import run_eval
     from arena.eval.suites import SuiteError
-    from arena.policies.base import PolicyRefused
+    from arena.policies.base import PolicyRefused, PolicyRequestInvalid
     from arena.runtime.errors import InfrastructureError
     from arena.store import StoreError
     from environments.registry import UnknownEnvironment
@@ -62,7 +66,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         settings = [load("eval", overrides, EvalSettings) for overrides in jobs]
     except ConfigError as exc:
         return _fail(str(exc))
-    lines = []
+    outcomes: list[RunOutcome] = []
     for index, job in enumerate(settings, start=1):
         if len(settings) > 1:
             console.rule(f"run {index}/{len(settings)}: policy={job.policy.kind} suite={job.suite.name}")
@@ -71,20 +75,53 @@ def cmd_eval(args: argparse.Namespace) -> int:
         except (ConfigError, SuiteError, UnknownEnvironment, EnvironmentSpecError, StoreError) as exc:
             return _fail(str(exc))
         except PolicyRefused as exc:
-            return _fail(f"the policy refused the first request (check policy.* settings): {exc}", 1)
+            said = (
+                str(exc)
+                if isinstance(exc, PolicyRequestInvalid)
+                else f"the policy refused the first request: {exc}"
+            )
+            return _fail(f"{_one_line(said)} (a configuration error: check policy.* and the server)")
         except InfrastructureError as exc:
             return _fail(
                 f"environment runtime failed (finished episodes are stored; re-run to resume): {exc}", 1
             )
-        lines.append(outcome.line())
+        outcomes.append(outcome)
         if len(settings) > 1:
             _print_line(outcome.line())
-    if len(lines) == 1:
-        _print_line(lines[0])
-        return 0
-    report = _sweep_report([line["run_id"] for line in lines], settings[0].store.url)
-    _print_line({"runs": [line["run_id"] for line in lines], "report": report})
-    return 0
+    if len(outcomes) == 1:
+        _print_line(outcomes[0].line())
+    else:
+        report = _sweep_report([o.run_id for o in outcomes], settings[0].store.url)
+        _print_line({"runs": [o.run_id for o in outcomes], "report": report})
+    return _infra_summary(outcomes, settings)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _infra_summary(outcomes: list[RunOutcome], settings: list[EvalSettings]) -> int:
+    """Print each run's infrastructure errors with their top reasons (stderr); 1 when a run has more than
+    its ``max_infra_share`` of them, else 0."""
+    code = 0
+    for outcome, job in zip(outcomes, settings, strict=True):
+        infra, total = outcome.headline["infra_errors"], outcome.headline["episodes"]
+        if not infra:
+            continue
+        reasons = "; ".join(f"{count}x {reason}" for reason, count in outcome.infra_reasons)
+        err_console.print(
+            f"{outcome.run_id}: {infra} of {total} episodes are infrastructure errors "
+            f"({outcome.infra_share:.0%}, not scored; a re-run replays them): {reasons}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        if outcome.infra_share > job.max_infra_share:
+            code = _fail(
+                f"{outcome.run_id}: more than max_infra_share={job.max_infra_share:g} of the episodes are "
+                "infrastructure errors; its success rate is not trustworthy",
+                1,
+            )
+    return code
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import statistics
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +61,27 @@ def headline(episodes: list[EpisodeSummary]) -> dict[str, Any]:
         "infra_errors": len(episodes) - scored,
         "injected_faults": int(sum(e.metrics.get("injected_faults", 0) for e in episodes)),
     }
+
+
+def infra_reason(message: str) -> str:
+    """The gist of an infrastructure error: its text up to the details (an HTTP status is kept)."""
+    head, _, rest = message.partition(": ")
+    if rest.startswith("HTTP "):
+        head += ": " + rest.split(":")[0]
+    return head[:80]
+
+
+def infra_reasons(episodes: list[EpisodeSummary], top: int = 3) -> list[tuple[str, int]]:
+    """The most frequent infrastructure-error reasons with their counts (most frequent first)."""
+    counts = Counter(infra_reason(e.infra_error or "unknown") for e in episodes if e.passed is None)
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:top]
+
+
+def _infra_errors(runs: dict[str, list[EpisodeSummary]]) -> Table:
+    reasons = sorted({r for episodes in runs.values() for r, _n in infra_reasons(episodes, top=1000)})
+    header = ["infrastructure error (not scored)", *runs]
+    counts = {run: dict(infra_reasons(episodes, top=1000)) for run, episodes in runs.items()}
+    return header, [[reason, *[str(counts[run].get(reason, 0)) for run in runs]] for reason in reasons]
 
 
 def _grouped(runs: dict[str, list[EpisodeSummary]], key: Callable[[EpisodeSummary], str], name: str) -> Table:
@@ -192,6 +214,7 @@ def write_report(store: RunStore, run_ids: list[str], out_dir: Path) -> ReportPa
         "by_level": _grouped(runs, lambda e: str(e.level), "level"),
         "failure_modes": _failure_modes(runs),
         "efficiency": _efficiency(runs),
+        "infra_errors": _infra_errors(runs),
     }
     paths = ReportPaths(markdown=out_dir / "report.md", headline=headline(everything))
     paths.tables = [_write_csv(out_dir / f"{name}.csv", table) for name, table in tables.items()]
@@ -213,6 +236,9 @@ def write_report(store: RunStore, run_ids: list[str], out_dir: Path) -> ReportPa
     ]
     for title, name in sections:
         lines += ["", f"## {title}", "", *_markdown(tables[name])]
+    if tables["infra_errors"][1]:
+        lines += ["", "## Infrastructure errors (not scored, replayed by a re-run)", ""]
+        lines += _markdown(tables["infra_errors"])
     lines += ["", *[f"![{p.stem}]({p.name})" for p in paths.plots], ""]
     paths.markdown.write_text("\n".join(lines), encoding="utf-8")
     return paths

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from arena.eval.progress import EpisodeProgress, stage
+from arena.eval.report import headline, infra_reasons, write_report
 from arena.eval.settings import EvalSettings, PoolSettings
 from arena.eval.suites import suite_envs, suite_tasks
 from arena.policies.base import Policy, PolicyRefused
@@ -53,7 +54,7 @@ def report_dir(settings: EvalSettings, run_id: str) -> Path:
 
 @dataclass
 class RunOutcome:
-    """What the CLI prints as the run's last line."""
+    """What the CLI prints as the run's last line, and the infra errors it sums up."""
 
     run_id: str
     planned: int
@@ -61,16 +62,23 @@ class RunOutcome:
     skipped: int
     headline: dict[str, Any]
     report: Path
+    infra_reasons: list[tuple[str, int]]
 
     def line(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
             **self.headline,
+            "infra_reasons": dict(self.infra_reasons),
             "planned": self.planned,
             "played": self.played,
             "skipped_as_done": self.skipped,
             "report": str(self.report),
         }
+
+    @property
+    def infra_share(self) -> float:
+        """The share of the run's episodes that are infrastructure errors (never scored)."""
+        return self.headline["infra_errors"] / max(1, self.headline["episodes"])
 
 
 class _Tally:
@@ -92,9 +100,6 @@ class _Tally:
         rate = self.done / max(time.monotonic() - self.started, 1e-9)
         success = self.passed / self.scored if self.scored else 0.0
         return {"success": success, "infra": self.infra, "eps": rate}
-
-
-_STATS = "success {task.fields[success]:.0%}  infra {task.fields[infra]}  {task.fields[eps]:.1f} ep/s"
 
 
 @dataclass(frozen=True)
@@ -125,23 +130,13 @@ async def play(
     task_categories = {
         task.id: str(task.provenance["category"]) for task, _r in todo if "category" in task.provenance
     }
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn(
-            "success {task.fields[success]:.0%}  infra {task.fields[infra]}  {task.fields[eps]:.1f} ep/s"
-        ),
-        TimeElapsedColumn(),
-    )
     try:
-        with Progress(*columns, console=console, transient=False) as progress:
-            bar = progress.add_task(spec.run_id, total=len(todo), **tally.fields())
+        with EpisodeProgress(console, spec.run_id, len(todo)) as progress:
             async for record in episodes(sessions, todo, spec.policy, spec.config, spec.concurrency):
                 category = task_categories.get(record.task_id) or categories.get(record.env, "")
                 runs.record(spec.run_id, record, category)
                 tally.add(record)
-                progress.update(bar, advance=1, **tally.fields())
+                progress.update(tally.done, tally.fields())
                 on_episode(tally.done, tally.fields())
     except PolicyRefused as exc:
         runs.finish(spec.run_id, "failed", {"error": str(exc)})
@@ -164,14 +159,13 @@ async def start_pool(envs: list[str], settings: PoolSettings, console: Console) 
             warm_sessions_per_worker=settings.warm_sessions_per_worker,
         )
     )
-    with console.status(f"starting {len(envs)} environment(s)…"):
+    with stage(console, f"starting {len(envs)} environment(s)…"):
         await pool.start()
     return pool
 
 
 async def run_eval(settings: EvalSettings, console: Console) -> RunOutcome:
     """Play (or resume) the run ``settings`` describes, store every episode, write the report."""
-    from arena.eval.report import write_report
     from arena.eval.tracker import open_tracker
 
     db = Database(settings.store.url)
@@ -180,7 +174,7 @@ async def run_eval(settings: EvalSettings, console: Console) -> RunOutcome:
     categories = categories_of(envs)
     pool = await start_pool(envs, settings.pool, console)
     try:
-        with console.status(f"preparing suite {settings.suite.name}…"):
+        with stage(console, f"preparing suite {settings.suite.name}…"):
             tasks = await suite_tasks(
                 pool, settings.suite, envs, settings.tasks_per_env, task_store, ProfileStore(db)
             )
@@ -203,12 +197,16 @@ async def run_eval(settings: EvalSettings, console: Console) -> RunOutcome:
                 played = await play(pool, runs, spec, categories, console, tracker.log_episode)
             finally:
                 await policy.aclose()
+            episodes_done = runs.episodes(run_id)
+            runs.finish(run_id, "finished", headline(episodes_done))
             report = write_report(runs, [run_id], out_dir)
-            runs.finish(run_id, "finished", report.headline)
             tracker.log_report(report)
         finally:
             tracker.finish()
     finally:
         await pool.shutdown()
         db.close()
-    return RunOutcome(run_id, len(items), played, len(items) - played, report.headline, report.markdown)
+    reasons = infra_reasons(episodes_done)
+    return RunOutcome(
+        run_id, len(items), played, len(items) - played, report.headline, report.markdown, reasons
+    )

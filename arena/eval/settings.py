@@ -11,6 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from arena.rollout.episode import EpisodeConfig
 from arena.rollout.faults import FaultConfig
 
+# Settings of where and how fast the policy is served: they do not change a run's results.
+_NOT_RESULTS = {"policy": ("base_url", "api_key_env", "concurrency", "timeout_s", "max_retries")}
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -31,10 +34,13 @@ class OpenAIPolicySettings(_Section):
     model: str
     api_key_env: str = "OPENAI_API_KEY"
     temperature: float = Field(0.7, ge=0)
-    max_tokens: int | None = Field(None, ge=1)
+    max_tokens: int | None = Field(1024, ge=1, description="per reply; null: the server's own limit")
     concurrency: int = Field(64, ge=1)
     timeout_s: float = Field(120.0, gt=0)
     max_retries: int = Field(2, ge=0)
+    tool_choice: Literal["auto", "required", "none"] | None = "auto"
+    tool_format: Literal["native", "hermes"] = "native"
+    extra_body: dict[str, Any] = Field(default_factory=dict)
 
 
 class HFPolicySettings(_Section):
@@ -139,6 +145,9 @@ class EvalSettings(_Section):
     pool: PoolSettings = Field(default_factory=PoolSettings)
     report: ReportSettings = Field(default_factory=ReportSettings)
     faults: FaultSettings = Field(default_factory=FaultSettings)
+    max_infra_share: float = Field(
+        0.05, ge=0, le=1, description="`arena eval` exits 1 when more episodes than this are infra errors"
+    )
 
     def episode_config(self) -> EpisodeConfig:
         faults = FaultConfig(
@@ -151,8 +160,15 @@ class EvalSettings(_Section):
         )
 
     def identity(self) -> dict[str, Any]:
-        """What defines the run's results (not where they are stored or tracked)."""
-        return self.model_dump(mode="json", exclude={"run_id", "store", "tracker", "report", "pool"})
+        """What defines the run's results: not where they are stored, tracked or reported, nor where the
+        policy is served and how many requests or episodes run at once (a changed port resumes)."""
+        identity = self.model_dump(
+            mode="json", exclude={"run_id", "store", "tracker", "report", "pool", "max_infra_share"}
+        )
+        for key in _NOT_RESULTS["policy"]:
+            identity["policy"].pop(key, None)
+        identity["rollout"].pop("concurrency")
+        return identity
 
     def resolved_run_id(self) -> str:
         """``run_id``, else ``<policy>-<suite>-<hash of the identity>``: the same config resumes its run."""

@@ -76,7 +76,8 @@ class WandbTracker:
         for path in report.tables:
             with path.open(encoding="utf-8") as handle:
                 header, *rows = list(csv.reader(handle))
-            data[f"table/{path.stem}"] = self._wandb.Table(columns=header, data=rows)
+            if rows:  # wandb drops the whole log call of a table without rows
+                data[f"table/{path.stem}"] = self._wandb.Table(columns=header, data=rows)
         for path in report.plots:
             data[f"plot/{path.stem}"] = self._wandb.Image(str(path))
         self.run.log(data)

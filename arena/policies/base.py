@@ -25,6 +25,12 @@ class PolicyRefused(RuntimeError):
     first turn that is a configuration problem; later it is the policy failing to finish the task."""
 
 
+class PolicyRequestInvalid(PolicyRefused):
+    """The endpoint rejected the request itself, not its length (an HTTP 4xx such as a wrong model name or
+    key, or a 5xx whose body says the request did not validate): the policy settings or the server do not
+    fit. A configuration error at whatever turn it happens, never the policy failing a task."""
+
+
 @dataclass(frozen=True)
 class ToolCall:
     """One call a policy asked for. ``arguments`` is None when ``raw`` is not a JSON object."""

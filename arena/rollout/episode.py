@@ -25,6 +25,7 @@ from arena.policies.base import (
     Policy,
     PolicyEpisode,
     PolicyRefused,
+    PolicyRequestInvalid,
     PolicyUnavailable,
     ToolCall,
 )
@@ -182,8 +183,8 @@ class _Episode:
         try:
             turn = await agent.act(self.messages)
         except PolicyRefused as exc:
-            if not self.record.turns:
-                raise  # the first request is refused: a configuration problem, not this episode's
+            if not self.record.turns or isinstance(exc, PolicyRequestInvalid):
+                raise  # a configuration problem (the first request refused), not this episode's
             raise _Refused(f"the policy refused turn {len(self.record.turns) + 1}: {exc}") from exc
         record = TurnRecord(
             index=len(self.record.turns),

@@ -18,11 +18,17 @@ def _unrecovered(calls: list[ToolCallRecord]) -> list[ToolCallRecord]:
     ]
 
 
+def expects_calls(task: Task) -> bool:
+    """Whether the task's reference makes tool calls (its solution, or any user turn's, as in BFCL)."""
+    solutions = [task.solution, *task.turn_solutions]
+    return any(solution is not None and solution.steps for solution in solutions)
+
+
 def classify(record: EpisodeRecord, task: Task) -> FailureMode:
     """The failure mode of a finished episode: ``solved`` when it passed, ``infra_error`` when it was not
     scored, else the first cause found: no final answer (a format error when that is how it ended); an
     answer with no tool call (a format error when every attempt at one was malformed, else premature when
-    the reference makes calls); an unknown tool, invalid arguments or another
+    the reference makes calls, on every suite alike); an unknown tool, invalid arguments or another
     tool error never recovered from, a wrong final state, or a wrong answer."""
     if record.verdict is None:
         return FailureMode.INFRA_ERROR
@@ -35,7 +41,7 @@ def classify(record: EpisodeRecord, task: Task) -> FailureMode:
     if not calls:
         if any(turn.format_error is not None for turn in record.turns):
             return FailureMode.FORMAT_ERROR  # it tried to call tools and never managed one
-        if task.solution is not None and task.solution.steps:
+        if expects_calls(task):
             return FailureMode.PREMATURE_ANSWER
     unrecovered = _unrecovered(calls)
     if any(call.error_code == "UNKNOWN_TOOL" for call in unrecovered):
