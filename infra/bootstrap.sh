@@ -15,3 +15,7 @@ if [[ ! -f "${stamp}" || pyproject.toml -nt "${stamp}" ]]; then
     touch "${stamp}"
 fi
 echo "[bootstrap] .venv ready ($(.venv/bin/python --version))" >&2
+if ! command -v bwrap >/dev/null 2>&1; then  # generated programs and imported tools run in its sandbox
+    echo "[bootstrap] bubblewrap (bwrap) is not installed: programmatic tasks, imported tools and BFCL will be" \
+        "infrastructure errors until it is (Debian: apt-get install bubblewrap; see docs/security.md)" >&2
+fi
