@@ -90,7 +90,7 @@ def test_job_config_passes_verls_validation() -> None:
 def test_evolve_with_trainer_verl_builds_each_rounds_verl_job(tmp_path: Path) -> None:
     settings = load(
         "evolve",
-        ["trainer=verl", "trainer.steps_per_round=3", "cluster.address=ray://h:10001"],
+        ["trainer=verl", "trainer.steps_per_round=3", "cluster.address=ray://h:10001", "rounds=3"],
         EvolveSettings,
     )
     trainer = settings.trainer.model_dump(mode="json")
@@ -98,7 +98,7 @@ def test_evolve_with_trainer_verl_builds_each_rounds_verl_job(tmp_path: Path) ->
     assert (
         trainer["verl"]["algorithm"]["adv_estimator"] == "arena_grpo"
     )  # verl's sections, under trainer.verl
-    assert settings.rounds == 2 and settings.rollout.max_turns == 4  # the loop's own keys stay its own
+    assert settings.rounds == 3 and settings.rollout.max_turns == 5  # the loop's own keys stay its own
     model = build_tiny(tmp_path / "tiny", [SYSTEM_PROMPT], SIZE)
     round_trainer = make_trainer(trainer, {"path": str(model), "device": "cpu"}, None)
     assert isinstance(round_trainer, VerlRoundTrainer) and round_trainer.cluster_address == "ray://h:10001"
