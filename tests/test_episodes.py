@@ -12,6 +12,7 @@ import pytest
 import pytest_asyncio
 
 from arena.policies.openai_compat import OpenAIPolicy, PolicyConfig
+from arena.policies.openai_wire import native_messages
 from arena.policies.scripted import MAX_RETRIES, RandomPolicy, ReferencePolicy
 from arena.rollout.conversation import messages_of
 from arena.rollout.episode import SYSTEM_PROMPT, EpisodeConfig, run_episode
@@ -75,7 +76,8 @@ async def test_parallel_calls_in_one_turn_are_recorded_and_answered_in_order(
     assert first.tool_wait_s > 0 and all(c.latency_s > 0 for c in first.tool_calls)
     tool_messages = [m for m in openai_server.requests[1]["messages"] if m["role"] == "tool"]
     assert [json.loads(m["content"])["id"] for m in tool_messages] == [1, 2]
-    assert messages_of(episode, SYSTEM_PROMPT)[:-1] == openai_server.requests[1]["messages"]
+    # what the server was sent is the recorded conversation in the wire form strict servers accept
+    assert native_messages(messages_of(episode, SYSTEM_PROMPT)[:-1]) == openai_server.requests[1]["messages"]
     metrics = episode.metrics()
     assert metrics["tool_calls"] == 2 and metrics["completion_tokens"] > 0 and metrics["wall_s"] > 0
 
@@ -104,7 +106,7 @@ async def test_follow_up_user_turns_are_sent_one_by_one_after_each_reply(
     ]
     last = openai_server.requests[-1]["messages"]
     assert [m["content"] for m in last if m["role"] == "user"] == [task.request, *task.follow_ups]
-    assert messages_of(episode, SYSTEM_PROMPT)[:-1] == last  # the record rebuilds what the policy saw
+    assert native_messages(messages_of(episode, SYSTEM_PROMPT)[:-1]) == last  # what the policy saw
 
 
 @module_loop
