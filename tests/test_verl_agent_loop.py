@@ -9,9 +9,7 @@ pool actor. No GPU, no download.
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
-import time
 import uuid
 from pathlib import Path
 
@@ -20,7 +18,6 @@ import pytest
 import ray
 import torch
 from verl.protocol import DataProto
-from verl.utils import tensordict_utils as tu
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 from verl.workers.rollout.llm_server import LLMServerClient
 from verl.workers.rollout.router import get_router_handle
@@ -231,41 +228,3 @@ async def test_max_assistant_turns_is_the_turn_limit(harness: Harness) -> None:
     assert row["failure_mode"] != "solved" and row["episode_metrics"]["turns"] == 1
     assert output.batch["rm_scores"].sum().item() == 0.0
     assert await harness.leases() == 0
-
-
-def test_failure_before_first_generation_through_transfer_queue(harness: Harness) -> None:
-    """verl's TransferQueue worker (what TaskRunnerV1 runs) stores an episode whose every attempt failed
-    before its first generation: one masked padding token, score 0, the group finished (not failed)."""
-    import transfer_queue as tq
-    from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
-
-    worker, server = harness.worker()
-    config = copy.deepcopy(worker.config)  # the harness's config stays as it is
-    config.arena.pool_name, config.arena.infra_retries = "no_such_pool", 0  # every lease fails
-    tq.init(config.transfer_queue)
-    try:
-        tq_worker = AgentLoopWorkerTQ.options(
-            runtime_env={"worker_process_setup_hook": "trainers.verl.setup.register"}
-        ).remote(config, harness.client(server))
-        batch_dict = harness.batch(["correct"])
-        batch_dict["uid"] = np.array([uuid.uuid4().hex], dtype=object)
-        batch = tu.get_tensordict(batch_dict)
-        tu.assign_non_tensor_data(batch, "global_steps", 1)
-        uid = str(batch_dict["uid"][0])
-        tq.kv_batch_put(keys=[uid], partition_id="train", tags=[{"is_prompt": True, "status": "pending"}])
-        ray.get(tq_worker.generate_sequences.remote(batch), timeout=120)
-        status = None
-        for _ in range(600):
-            status = tq.kv_list("train")["train"][uid].get("status")
-            if status in ("finished", "failure"):
-                break
-            time.sleep(0.1)
-        assert status == "finished"
-        keys = [f"{uid}_{session}_0" for session in range(config.actor_rollout_ref.rollout.n)]
-        stored = tq.kv_batch_get(keys=keys, partition_id="train")
-        for i in range(len(keys)):
-            assert stored["responses"][i].numel() == 1 and stored["response_mask"][i].sum().item() == 0
-            assert stored["rm_scores"][i].tolist() == [0.0]
-            assert stored["extra_fields"][i]["arena_infra_error"] == 1
-    finally:
-        tq.close()
