@@ -201,11 +201,12 @@ def test_fetch_unpacks_only_the_package_and_missing_data_says_how(
 ) -> None:
     from environments.bfcl import package
 
+    fetched = package.package_root()  # the session's (conftest keeps the fetched package in place)
     monkeypatch.setenv(package.ROOT_ENV, str(tmp_path / "absent"))
     monkeypatch.setenv(package.NO_FETCH_ENV, "1")
     with pytest.raises(BfclMissing, match="arena bfcl fetch"):
         package.require()
-    monkeypatch.delenv(package.ROOT_ENV)
+    monkeypatch.setenv(package.ROOT_ENV, str(fetched))
     root = package.package_root()
     assert package.is_fetched(root) and sorted(p.name for p in root.iterdir()) == ["bfcl_eval"]
     assert not list(root.rglob("*.dist-info"))  # no installed-package metadata: nothing pip can see
