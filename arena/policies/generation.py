@@ -9,6 +9,7 @@ tokens]`` with the pads masked out and its own position ids, so one forward pass
 
 from __future__ import annotations
 
+import contextlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
@@ -55,7 +56,7 @@ class GenerationResult:
 
 @dataclass(frozen=True)
 class Sampling:
-    """Temperature 0 is greedy. ``precision`` is an autocast context factory (float32 when None)."""
+    """Temperature 0 is greedy; the ids of the end-of-sequence and padding tokens."""
 
     temperature: float
     top_p: float
@@ -122,7 +123,7 @@ def generate(
     threads = torch.get_num_threads()
     try:
         while True:
-            with precision or _float32():
+            with precision or contextlib.nullcontext():
                 out = model(
                     input_ids=ids,
                     attention_mask=mask,
@@ -171,10 +172,6 @@ def generate(
     return results
 
 
-def _float32() -> AbstractContextManager:
-    return torch.autocast("cpu", enabled=False)
-
-
 class PrefixCache:
     """Keys and values of shared prompt prefixes (an environment's system prompt and tool list), computed
     once each; ``clear`` when the weights change. The ``capacity`` most recent prefixes are kept."""
@@ -195,7 +192,7 @@ class PrefixCache:
         self.misses += 1
         device = next(model.parameters()).device
         model.eval()
-        with torch.inference_mode(), precision or _float32():
+        with torch.inference_mode(), precision or contextlib.nullcontext():
             out = model(input_ids=torch.tensor([list(key)], device=device), use_cache=True, logits_to_keep=1)
         cache: KV = tuple((layer.keys[0], layer.values[0]) for layer in out.past_key_values.layers)
         self._entries[key] = cache
