@@ -425,11 +425,16 @@ def with_lora(model: PreTrainedModel, config: TrainerConfig) -> PreTrainedModel:
 
     layers = model.config.num_hidden_layers
     top = config.train_top_layers or layers
+    decoder_linears = {
+        name.rsplit(".", 1)[-1]
+        for name, module in model.get_decoder().layers.named_modules()
+        if isinstance(module, torch.nn.Linear)
+    }
     lora = LoraConfig(
         r=config.lora_rank,
         lora_alpha=config.lora_alpha,
         lora_dropout=0.0,
-        target_modules="all-linear",
+        target_modules=sorted(decoder_linears),  # peft >= 0.21 refuses "all-linear" with layers_to_transform
         layers_to_transform=list(range(layers - top, layers)),
     )
     return get_peft_model(model, lora)
