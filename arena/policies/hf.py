@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
+from arena.policies.attention import load_causal_lm
 from arena.policies.base import PolicyRefused, PolicyTurn, PolicyUnavailable, TokenTrajectory
 from arena.policies.generation import KV, GenerationRequest, GenerationResult, PrefixCache, Sampling, generate
 from arena.policies.precision import autocast, resolve_precision
@@ -122,7 +123,7 @@ class HFPolicy:
     def load(cls, config: HFPolicyConfig) -> HFPolicy:
         """Load the model and tokenizer at ``config.path`` (a local Hugging Face folder)."""
         tokenizer = AutoTokenizer.from_pretrained(config.path)
-        model = AutoModelForCausalLM.from_pretrained(config.path).to(config.device)
+        model = load_causal_lm(config.path, config.device)
         return cls(model, tokenizer, config)
 
     @classmethod

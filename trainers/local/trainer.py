@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel
+from transformers import AutoTokenizer, DynamicCache, PreTrainedModel
 from verl.trainer.ppo.core_algos import (
     agg_loss,
     compute_grpo_outcome_advantage,
@@ -29,6 +29,7 @@ from verl.trainer.ppo.core_algos import (
 )
 from verl.workers.config import ActorConfig
 
+from arena.policies.attention import load_causal_lm
 from arena.policies.base import TokenTrajectory
 from arena.policies.hf import HFPolicy, HFPolicyConfig, encode_conversation
 from arena.policies.precision import autocast
@@ -70,7 +71,7 @@ class GRPOTrainer:
         torch.manual_seed(config.seed)
         self.model_dir = str(model_dir)
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        model = AutoModelForCausalLM.from_pretrained(model_dir).to(config.device)
+        model = load_causal_lm(model_dir, config.device)
         self.model: PreTrainedModel = with_lora(model, config) if config.lora_rank else model
         if config.train_top_layers and not config.lora_rank:
             freeze_below_top(self.model, config.train_top_layers)
@@ -357,7 +358,7 @@ class GRPOTrainer:
         trainer.step = state["step"]
         torch.set_rng_state(state["rng"])
         if (directory / REF_DIR).is_dir():
-            ref = AutoModelForCausalLM.from_pretrained(directory / REF_DIR).to(trainer.config.device)
+            ref = load_causal_lm(directory / REF_DIR, trainer.config.device)
             trainer.ref_model = _frozen(ref)
         return trainer
 

@@ -1,0 +1,104 @@
+"""Batched generation on the pretrained policy: decode-step and prefill time with transformers' ``sdpa``
+attention (the baseline) and the arena's ``sdpa_gqa`` (arena/policies/attention.py), on the same batch.
+
+Usage: python benchmarks/generation.py [--rows 16] [--context 1200] [--new 32] [--model NAME_OR_DIR]
+
+Each row is ``context`` token ids drawn with a fixed seed, left-padded by up to a quarter of ``context``
+(rows differ in length, as episodes do, so a padding mask is always given). Both implementations generate
+``new`` tokens greedily with ``arena.policies.generation.generate``; decode steps are timed one by one (the
+first call is prefill). The greedy ids must be equal. The last line printed is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel  # noqa: E402
+
+from arena.models.fetch import resolve  # noqa: E402
+from arena.policies.attention import load_causal_lm  # noqa: E402
+from arena.policies.generation import GenerationRequest, Sampling, generate  # noqa: E402
+from benchmarks.stats import Row, print_table  # noqa: E402
+
+
+def timed_forward(model: PreTrainedModel) -> list[float]:
+    """Record the wall time (ms) of every forward call of ``model`` from now on."""
+    samples: list[float] = []
+    start: list[float] = []
+    model.register_forward_pre_hook(lambda *_: start.append(time.perf_counter()))
+    model.register_forward_hook(lambda *_: samples.append((time.perf_counter() - start.pop()) * 1000))
+    return samples
+
+
+def run(model: PreTrainedModel, requests: list[GenerationRequest], sampling: Sampling) -> tuple[list, list]:
+    samples = timed_forward(model)
+    results = generate(model, requests, sampling)
+    return [r.ids for r in results], samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=16)
+    parser.add_argument("--context", type=int, default=1200)
+    parser.add_argument("--new", type=int, default=32)
+    parser.add_argument("--model", default="smollm2-135m")
+    args = parser.parse_args()
+    path = resolve(args.model)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    generator = torch.Generator().manual_seed(0)
+    vocab = tokenizer.vocab_size
+    requests = []
+    for _ in range(args.rows):
+        length = args.context - int(torch.randint(0, args.context // 4 + 1, (1,), generator=generator))
+        ids = torch.randint(100, vocab, (length,), generator=generator).tolist()
+        requests.append(GenerationRequest(ids, None, args.new))
+    eos = tokenizer.eos_token_id
+    sampling = Sampling(0.0, 1.0, eos_token_id=-1, pad_token_id=eos)  # never stops early: every step timed
+    baseline = AutoModelForCausalLM.from_pretrained(path, attn_implementation="sdpa")
+    base_ids, base_ms = run(baseline, requests, sampling)
+    del baseline
+    gqa_ids, gqa_ms = run(load_causal_lm(path), requests, sampling)
+    equal = base_ids == gqa_ids
+    rows = [
+        Row.from_samples(
+            "decode step",
+            gqa_ms[1:],
+            target="",
+            baseline_name="sdpa",
+            baseline=sorted(base_ms[1:])[len(base_ms[1:]) // 2],
+        ),
+        Row("prefill", gqa_ms[0], baseline_name="sdpa", baseline=base_ms[0]),
+    ]
+    print_table(
+        f"generation: {args.rows} rows x ~{args.context} tokens, {args.new} new (threads {torch.get_num_threads()})",
+        rows,
+    )
+    decode_gqa, decode_base = rows[0].p50 or 0.0, rows[0].baseline or 0.0
+    print(
+        json.dumps(
+            {
+                "rows": args.rows,
+                "context": args.context,
+                "new_tokens": args.new,
+                "decode_step_ms_sdpa": round(decode_base, 1),
+                "decode_step_ms_sdpa_gqa": round(decode_gqa, 1),
+                "decode_p99_ms_sdpa_gqa": round(rows[0].p99 or 0.0, 1),
+                "decode_speedup": round(decode_base / decode_gqa, 2) if decode_gqa else None,
+                "prefill_ms_sdpa": round(base_ms[0], 1),
+                "prefill_ms_sdpa_gqa": round(gqa_ms[0], 1),
+                "greedy_ids_equal": equal,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""``sdpa_gqa`` attention computes what transformers' ``sdpa`` computes (which repeats key/value heads),
+with a padding mask, in generation and in training, on a grouped-query model like SmolLM2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
+
+from arena.policies.attention import GQA_SDPA, load_causal_lm
+from arena.policies.generation import GenerationRequest, Sampling, generate
+
+
+@pytest.fixture(scope="module")
+def gqa_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=300,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,  # two query heads per key/value head
+        max_position_embeddings=512,
+    )
+    folder = tmp_path_factory.mktemp("gqa")
+    LlamaForCausalLM(config).save_pretrained(folder)
+    return folder
+
+
+def _padded_batch() -> tuple[torch.Tensor, torch.Tensor]:
+    ids = torch.randint(3, 300, (3, 40), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    mask[1, :7] = 0  # left padding of different widths
+    mask[2, :19] = 0
+    return ids, mask
+
+
+def test_gqa_attention_matches_sdpa_forward_and_backward(gqa_model: Path) -> None:
+    plain = AutoModelForCausalLM.from_pretrained(gqa_model, attn_implementation="sdpa")
+    grouped = load_causal_lm(gqa_model)
+    assert grouped.config._attn_implementation == GQA_SDPA
+    ids, mask = _padded_batch()
+    logits = []
+    for model in (plain, grouped):
+        out = model(input_ids=ids, attention_mask=mask)
+        out.logits[mask.bool()].logsumexp(-1).sum().backward()
+        logits.append(out.logits[mask.bool()])
+    torch.testing.assert_close(logits[0], logits[1], atol=1e-5, rtol=1e-5)
+    grads = [dict(m.named_parameters()) for m in (plain, grouped)]
+    for name, parameter in grads[0].items():
+        torch.testing.assert_close(parameter.grad, grads[1][name].grad, atol=1e-5, rtol=1e-4)
+
+
+def test_gqa_attention_generates_the_same_greedy_tokens(gqa_model: Path) -> None:
+    plain = AutoModelForCausalLM.from_pretrained(gqa_model, attn_implementation="sdpa")
+    grouped = load_causal_lm(gqa_model)
+    ids, _ = _padded_batch()
+    requests = [GenerationRequest(ids[row, : 40 - 9 * row].tolist(), None, 12) for row in range(3)]
+    sampling = Sampling(0.0, 1.0, eos_token_id=-1, pad_token_id=0)
+    results = [generate(model, requests, sampling) for model in (plain, grouped)]
+    assert [r.ids for r in results[0]] == [r.ids for r in results[1]]
+    for a, b in zip(*results, strict=True):
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
