@@ -78,7 +78,7 @@ def main() -> None:
         Row("prefill", gqa_ms[0], baseline_name="sdpa", baseline=base_ms[0]),
     ]
     print_table(
-        f"generation: {args.rows} rows x ~{args.context} tokens, {args.new} new (threads {torch.get_num_threads()})",
+        f"generation: {args.rows} rows x ~{args.context} tokens, {args.new} new tokens",
         rows,
     )
     decode_gqa, decode_base = rows[0].p50 or 0.0, rows[0].baseline or 0.0

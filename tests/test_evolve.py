@@ -83,6 +83,9 @@ def test_two_rounds_end_to_end_and_a_killed_run_resumes_where_it_stopped(tmp_pat
     assert line["rounds"] == 2 and len(line["heldout_success_per_round"]) == 3
     assert len(line["heldout_ci95_per_round"]) == 3 and line["heldout_tasks"] == 6
     assert line["overlap"] == {"task_ids": 0, "requests": 0}
+    # each round's SFT replays every earlier stage's conversations beside its own targeted ones
+    warm, round1 = after["warm_start:0"]["examples"], after["train:1"]["sft"]["examples"]
+    assert round1 > warm and after["train:2"]["sft"]["examples"] > round1
     report = Path(line["report"])
     assert report.is_file() and (report.parent / "evolve.png").is_file()
     text = report.read_text()

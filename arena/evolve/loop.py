@@ -128,13 +128,20 @@ async def reference_conversations(ctx: Context, tasks: list[Task], run_id: str) 
     )
     await play(ctx.pool, ctx.runs, spec, ctx.categories, ctx.console)
     ctx.runs.finish(run_id, "finished", {})
-    tools = await _tools(ctx, {t.env for t in tasks})
+    return await recorded_conversations(ctx, [run_id])
+
+
+async def recorded_conversations(ctx: Context, run_ids: list[str]) -> list[Conversation]:
+    """The passed episodes of the reference runs ``run_ids``, as SFT conversations."""
+    records = [r for run_id in run_ids for r in ctx.runs.episode_records(run_id, passed=True)]
+    tools = await _tools(ctx, {r.env for r in records})
     system = ctx.settings.episode_config().system_prompt
-    envs = {t.id: t.env for t in tasks}
-    return [
-        (messages_of(record, system), tools[envs[record.task_id]])
-        for record in ctx.runs.episode_records(run_id, passed=True)
-    ]
+    return [(messages_of(record, system), tools[record.env]) for record in records]
+
+
+def _reference_run(ctx: Context, round_: int) -> str:
+    """The run id under which the reference policy played round ``round_``'s training tasks."""
+    return f"{ctx.run_id}-reference-train" if round_ == 0 else f"{ctx.run_id}-reference-r{round_}"
 
 
 def _checkpoint(ctx: Context, round_: int) -> Path:
@@ -256,7 +263,9 @@ async def stage_train(ctx: Context, round_: int, tasks: list[Task]) -> dict[str,
     trainer = _trainer(ctx)
     metrics: dict[str, Any] = {}
     if ctx.settings.targeted.sft:
-        examples = await reference_conversations(ctx, tasks, f"{ctx.run_id}-reference-r{round_}")
+        examples = await reference_conversations(ctx, tasks, _reference_run(ctx, round_))
+        if ctx.settings.targeted.replay:
+            examples += await recorded_conversations(ctx, [_reference_run(ctx, r) for r in range(round_)])
         metrics["sft"] = trainer.warm_start(examples)
     steps_dir = ctx.home / "checkpoints" / f"round{round_}-steps"
     metrics["grpo"] = await trainer.train_round(
@@ -307,7 +316,7 @@ async def run_stages(ctx: Context) -> None:
         ctx.done("sets", await stage_sets(ctx))
     train, heldout = ctx.tasks(ctx.stages["sets"]["train"]), ctx.tasks(ctx.stages["sets"]["heldout"])
     if "warm_start:0" not in ctx.stages:
-        examples = await reference_conversations(ctx, train, f"{ctx.run_id}-reference-train")
+        examples = await reference_conversations(ctx, train, _reference_run(ctx, 0))
         ctx.base_model = _base_model(ctx, examples)
         if s.base_eval and "eval:base" not in ctx.stages:
             ctx.done("eval:base", await stage_eval(ctx, "base", heldout))

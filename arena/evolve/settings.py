@@ -43,12 +43,14 @@ class TaskSetSettings(_Section):
 
 
 class TargetedSettings(_Section):
-    """Each round's targeted synthesis: how many tasks in all, the highest level it may ask for, and
-    whether the new tasks' reference solutions are also used for SFT before GRPO."""
+    """Each round's targeted synthesis: how many tasks in all, the highest level it may ask for,
+    whether the new tasks' reference solutions are also used for SFT before GRPO, and whether that SFT
+    replays the conversations of every earlier training stage (the warm start's, earlier rounds')."""
 
     tasks: int = Field(48, ge=1)
     max_level: int = Field(3, ge=1, le=5)
     sft: bool = True
+    replay: bool = True
 
 
 class TrainerSettings(BaseModel):

@@ -1,9 +1,10 @@
 """Targeted synthesis: the next round's training tasks, allocated by the capability gaps.
 
-More tasks go where the policy is weak (environments below the mean get a larger share), at the levels it
-has not mastered from its frontier up (the frontier: the highest level it passes at least half the time;
-mastered: 80%), preferring tasks
-that exercise the tools it fails on. Every batch records why it was asked for.
+More tasks go where the policy is weak (environments below the mean get a larger share), at its frontier
+and the level just above it (the frontier: the highest level it passes at least half the time), each
+unless mastered (80%), preferring tasks that exercise the tools it fails on. Levels further up are left
+to later rounds: a round practises what the last evaluation shows is within reach. Every batch records
+why it was asked for.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from arena.evolve.gaps import GapReport
 
 FRONTIER_SUCCESS = 0.5
 MASTERED_SUCCESS = 0.8
+REACH = 1
+"""Levels above the frontier that a round practises."""
 
 
 @dataclass(frozen=True)
@@ -55,12 +58,13 @@ def frontier(report: GapReport, env: str, max_level: int) -> int:
 
 
 def gap_levels(report: GapReport, env: str, max_level: int) -> list[int]:
-    """The levels to practise: from the frontier up to ``max_level``, each level the last evaluation did
-    not master (success below 80%, or not evaluated); the level above the frontier if all are mastered."""
+    """The levels to practise: the frontier and the ``REACH`` levels above it (at most ``max_level``),
+    each level the last evaluation did not master (success below 80%, or not evaluated); the level above
+    the frontier if all are mastered."""
     edge = frontier(report, env, max_level)
     levels = [
         level
-        for level in range(edge, max_level + 1)
+        for level in range(edge, min(edge + REACH, max_level) + 1)
         if (rate := report.rate("env_level", f"{env}:{level}")) is None or rate.success < MASTERED_SUCCESS
     ]
     return levels or [min(edge + 1, max_level)]
@@ -89,7 +93,7 @@ def allocate(
         weakest = f", weakest at level {spots[0].level} ({spots[0].failure_mode})" if spots else ""
         reason = (
             f"{env}: {seen}{weakest}; {n} of {budget} tasks at levels {levels[0]}-{levels[-1]} "
-            f"(not mastered, from its frontier: level {edge})"
+            f"(not mastered, from its frontier: level {edge}, up to {REACH} above)"
             + (f", favouring {', '.join(tools)}" if tools else "")
         )
         batches.append(Batch(env, n, levels, tools, reason))
