@@ -128,7 +128,7 @@ async def draft_program(
         for _ in range(DEBUG_ROUNDS):
             try:
                 response = await client.chat.completions.create(
-                    model=llm.model, messages=messages, temperature=0.7
+                    model=llm.model, messages=messages, temperature=0.7, **llm.request_options()
                 )
             except OpenAIError as exc:
                 logger.warning("LLM program synthesis failed: %s", exc)
