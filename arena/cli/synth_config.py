@@ -13,6 +13,7 @@ from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from arena.cli.hydra_config import ConfigError, validation_line
+from arena.eval.settings import ExtraBody
 
 if TYPE_CHECKING:
     from arena.policies.openai_compat import PolicyConfig
@@ -40,7 +41,7 @@ class LLMSettings(_Section):
     model: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     max_tokens: int | None = Field(1024, ge=1)
-    extra_body: dict[str, Any] = Field(default_factory=dict)
+    extra_body: ExtraBody = Field(default_factory=dict)
 
 
 class PolicySettings(_Section):
