@@ -24,6 +24,15 @@ if [[ -n "${DOCKER_HOST:-}" ]]; then
     .venv/bin/arena image build
 fi
 
+# llama.cpp's OpenAI-compatible server, the real model server of tests/test_llama_server.py. Built for
+# any x86-64 CPU: the native build crashed with "Illegal instruction" on a machine advertising AVX512/AMX
+# it could not use. pip caches the built wheel, so only the first run compiles (docs/evaluation.md).
+if ! .venv/bin/python -c "import llama_cpp.server.app" >/dev/null 2>&1; then
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF" \
+        .venv/bin/pip install -q "llama-cpp-python[server]==0.3.36" \
+        || echo "[test] could not build llama-cpp-python; tests/test_llama_server.py will say why" >&2
+fi
+
 export RAY_AUTH_MODE="${RAY_AUTH_MODE:-disabled}"
 # BFCL's published wheel (data, backends, checker; no dependencies) into the arena's data folder, once.
 .venv/bin/python -m environments.bfcl fetch || echo "[test] could not fetch bfcl-eval; BFCL tests will say why" >&2

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from task_synth.profile import EnvProfile
@@ -29,11 +29,22 @@ SYSTEM_PROMPT = (
 
 @dataclass(frozen=True)
 class LLMConfig:
-    """An OpenAI-compatible chat endpoint."""
+    """An OpenAI-compatible chat endpoint: ``max_tokens`` bounds each reply (a small model left unbounded
+    writes to the end of its context); ``extra_body`` holds server-specific request fields, e.g.
+    llama.cpp's ``response_format`` with a JSON schema."""
 
     base_url: str
     model: str
     api_key: str | None = None
+    max_tokens: int | None = 1024
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+    def request_options(self) -> dict[str, Any]:
+        """The keyword arguments every chat-completions request to this endpoint carries."""
+        options: dict[str, Any] = {"extra_body": self.extra_body or None}
+        if self.max_tokens:
+            options["max_tokens"] = self.max_tokens
+        return options
 
     def client(self, timeout: float = 60.0) -> AsyncOpenAI:
         """An SDK client for this endpoint (close it when done)."""
@@ -62,6 +73,7 @@ async def refine_request(
             model=llm.model,
             messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": request}],
             temperature=0.3,
+            **llm.request_options(),
         )
     except OpenAIError as exc:
         logger.warning("LLM refinement failed, keeping the template wording: %s", exc)

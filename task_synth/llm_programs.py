@@ -78,7 +78,8 @@ def _parse(text: str) -> tuple[str, str] | str:
     """(request, code) from the reply, or what is wrong with it."""
     found = _JSON_OBJECT.search(text or "")
     try:
-        reply = json.loads(found.group(0)) if found else None
+        # strict=False: code written with raw newlines or tabs inside the JSON string is still read
+        reply = json.loads(found.group(0), strict=False) if found else None
     except ValueError:
         reply = None
     if not isinstance(reply, dict):
@@ -116,7 +117,7 @@ async def draft_program(
     llm: LLMConfig, profile: EnvProfile, knobs: Knobs, runner: ToolRunner, rng: random.Random
 ) -> ProgramDraft | str:
     """Ask for a task and its program, run it in ``runner``'s session, and feed failures back; a draft, or
-    why none came out."""
+    why none came out (for a draft never fixed: what was wrong with the last round's)."""
     from openai import OpenAIError
 
     messages: list[dict[str, str]] = [
@@ -124,11 +125,12 @@ async def draft_program(
         {"role": "user", "content": _context(profile, knobs, rng)},
     ]
     client = llm.client(timeout=120.0)
+    last = ""
     try:
         for _ in range(DEBUG_ROUNDS):
             try:
                 response = await client.chat.completions.create(
-                    model=llm.model, messages=messages, temperature=0.7
+                    model=llm.model, messages=messages, temperature=0.7, **llm.request_options()
                 )
             except OpenAIError as exc:
                 logger.warning("LLM program synthesis failed: %s", exc)
@@ -137,7 +139,7 @@ async def draft_program(
             messages.append({"role": "assistant", "content": text})
             parsed = _parse(text)
             if isinstance(parsed, str):
-                problem = parsed
+                problem, last = parsed, "the reply was not the JSON object"
             else:
                 request, source = parsed
                 await runner.reset()
@@ -145,9 +147,10 @@ async def draft_program(
                 problem = _problem(request, run, profile, knobs)
                 if problem is None:
                     return ProgramDraft(request, source, run.value, run.calls)
+                last = "the program failed when run" if not run.ok else "its answer or request was refused"
             messages.append(
                 {"role": "user", "content": f"{problem}\nFix it and reply with the whole JSON object again."}
             )
-        return "llm program: not fixed within the debug rounds"
+        return f"llm program: not fixed in {DEBUG_ROUNDS} rounds (last: {last})"
     finally:
         await client.close()

@@ -7,14 +7,13 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
+from tests.needs import free_port, missing
 
 DATABASE = "arena"
 
@@ -22,12 +21,6 @@ DATABASE = "arena"
 def _bin_dir() -> Path | None:
     found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
     return found[-1].parent if found else None
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _as_server_user(args: list[str]) -> list[str]:
@@ -39,9 +32,7 @@ def postgres_server() -> Iterator[str]:
     """Start a cluster in a fresh temporary folder; yields its SQLAlchemy URL (``postgresql+psycopg``)."""
     bin_dir = _bin_dir()
     if bin_dir is None:
-        if os.environ.get("CI"):
-            pytest.fail("PostgreSQL binaries missing under /usr/lib/postgresql (infra/test.sh installs them)")
-        pytest.skip("PostgreSQL is not installed (apt-get install postgresql)")
+        missing("PostgreSQL is not installed under /usr/lib/postgresql (infra/test.sh installs it)")
     root = Path(tempfile.mkdtemp(prefix="arena-pg-"))  # outside pytest's root-only folders
     data, sockets = root / "data", root / "sockets"
     sockets.mkdir()
@@ -49,7 +40,7 @@ def postgres_server() -> Iterator[str]:
         owner = pwd.getpwnam("postgres")
         for path in (root, sockets):
             os.chown(path, owner.pw_uid, owner.pw_gid)
-    port = _free_port()
+    port = free_port()
     run = {"check": True, "capture_output": True, "timeout": 120}
     subprocess.run(
         _as_server_user([str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "arena"]), **run

@@ -17,7 +17,7 @@ from arena.cli.tasks_view import task_view
 from arena.runtime.pool import EnvPool
 from task_synth.difficulty import knobs_for
 from task_synth.llm import LLMConfig
-from task_synth.llm_programs import ProgramDraft, draft_program
+from task_synth.llm_programs import ProgramDraft, _parse, draft_program
 from task_synth.model import CodeStep
 from task_synth.program import execute
 from task_synth.quality import answer_probes
@@ -128,7 +128,7 @@ async def test_writing_or_unasked_keys_are_sent_back_and_rounds_are_bounded(
     ]
     outcome, diff = await scripted_draft(pool, model, replies)
     assert diff == {}  # the write was undone before the next round
-    assert outcome == "llm program: not fixed within the debug rounds"
+    assert outcome == "llm program: not fixed in 3 rounds (last: the reply was not the JSON object)"
     feedback = [r["messages"][-1]["content"] for r in model.requests[1:]]
     assert "must only read; it called adjust_stock" in feedback[0]
     assert 'must ask for the key "orders_seen"' in feedback[1]
@@ -162,3 +162,11 @@ async def test_synthesis_keeps_llm_programs_only_after_replay_and_probes(
     console.print(task_view(task))  # what `arena tasks show` prints
     shown = console.export_text()
     assert "run in the environment server" in shown and 'tools.call("get_order"' in shown
+
+
+def test_a_reply_with_raw_newlines_in_its_code_is_read() -> None:
+    """Models often write the program with real line breaks and tabs inside the JSON string (not strict
+    JSON); the reply is read all the same."""
+    reply = '{"request": "How many?", "code": "def solve(tools):\n\treturn {\\"n\\": 1}"}'
+    assert "\n" in reply and "\t" in reply
+    assert _parse(reply) == ("How many?", 'def solve(tools):\n\treturn {"n": 1}')

@@ -46,6 +46,20 @@ async def test_an_acceptable_rewrite_is_used(openai_server: FakeOpenAI) -> None:
     assert request["model"] == "wording-model"
     assert [m["role"] for m in request["messages"]] == ["system", "user"]
     assert request["messages"][1]["content"] == TEMPLATE
+    assert request["max_tokens"] == 1024  # a small model left unbounded writes to the end of its context
+
+
+async def test_max_tokens_and_server_fields_are_sent_as_configured(openai_server: FakeOpenAI) -> None:
+    openai_server.script = lambda request: text(GOOD)
+    fields = {"response_format": {"type": "text"}, "top_k": 20}
+    config = LLMConfig(openai_server.base_url, "wording-model", max_tokens=200, extra_body=fields)
+    assert await refine_request(config, TEMPLATE, ANSWER, PROFILE, LITERALS) == GOOD
+    [request] = openai_server.requests
+    assert request["max_tokens"] == 200 and request["top_k"] == 20
+    assert request["response_format"] == {"type": "text"}
+    unbounded = LLMConfig(openai_server.base_url, "wording-model", max_tokens=None)
+    await refine_request(unbounded, TEMPLATE, ANSWER, PROFILE, LITERALS)
+    assert "max_tokens" not in openai_server.requests[1]
 
 
 @pytest.mark.parametrize(

@@ -178,3 +178,19 @@ def test_the_run_id_ignores_where_and_how_fast_the_policy_is_served() -> None:
     for changed in ({"temperature": 0.1}, {"max_tokens": 64}, {"tool_format": "hermes"}, {"model": "n"}):
         assert _settings(**changed).resolved_run_id() != base, changed
     assert _settings().model_copy(update={"run_id": "mine"}).resolved_run_id() == "mine"
+
+
+def test_extra_body_is_set_whole_from_the_command_line() -> None:
+    """A mapping override (``policy.extra_body={...}``) is accepted: Hydra refuses new keys under a ``{}``
+    the YAML gives, which made the documented override fail."""
+    from arena.cli.hydra_config import load
+    from arena.cli.synth_config import load_settings
+
+    fields = "{top_k:20,chat_template_kwargs:{enable_thinking:false}}"
+    policy = ["policy=openai", "policy.model=m", f"policy.extra_body={fields}"]
+    expected = {"top_k": 20, "chat_template_kwargs": {"enable_thinking": False}}
+    assert load("eval", policy, EvalSettings).policy.extra_body == expected
+    assert load("eval", policy[:2], EvalSettings).policy.extra_body == {}
+    llm = ["llm.base_url=http://127.0.0.1:8000/v1", "llm.model=m", f"llm.extra_body={fields}"]
+    config = load_settings(llm).llm_config()
+    assert config is not None and config.extra_body == expected and config.max_tokens == 1024

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from arena.cli.main import main
 from arena.rollout.records import ToolCallRecord
 from arena.store import Database, RunStore
 from arena.view.app import episode_url
+from tests.needs import free_port, missing
 
 pytestmark = pytest.mark.slow
 
@@ -38,18 +38,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _require_browser() -> None:
-    if CHROMIUM and DRIVER:
-        return
-    message = "Debian's chromium and chromium-driver are not installed (infra/test.sh installs them as root)"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    if not (CHROMIUM and DRIVER):
+        missing(
+            "Debian's chromium and chromium-driver are not installed (infra/test.sh installs them as root)"
+        )
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +84,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[
 @pytest.fixture(scope="module")
 def server(store: tuple[str, list[str]]) -> Iterator[str]:
     url, _runs = store
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, "-m", "arena.cli.main", "view", "--port", str(port), f"store.url={url}"]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"

@@ -24,7 +24,7 @@ from task_synth.model import Task
 if TYPE_CHECKING:
     from arena.policies.openai_compat import OpenAIPolicy
     from arena.runtime.pool import EnvPool
-    from task_synth.synthesizer import LLMConfig, SynthResult
+    from task_synth.synthesizer import SynthResult
 
 console = Console()
 err_console = Console(stderr=True)
@@ -45,13 +45,6 @@ def resolve_envs(settings: SynthSettings) -> list[str]:
     for ref in refs:
         load_environment(ref)
     return list(dict.fromkeys(refs))
-
-
-def _llm_config(settings: SynthSettings) -> LLMConfig | None:
-    from task_synth.synthesizer import LLMConfig
-
-    fields = settings.llm_fields()
-    return None if fields is None else LLMConfig(*fields)
 
 
 async def filter_solvable(
@@ -96,7 +89,7 @@ async def _synthesize_all(
     from task_synth.imported import imported_question_tasks
     from task_synth.synthesizer import synthesize
 
-    llm = _llm_config(settings)
+    llm = settings.llm_config()
     policy_config = settings.filter.policy_config()
     policy = None if policy_config is None else OpenAIPolicy(policy_config)
     config = PoolConfig(
@@ -195,7 +188,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
     try:
         settings = load_settings(args.overrides)
-        settings.llm_fields()
+        settings.llm_config()
         settings.filter.policy_config()
         envs = resolve_envs(settings)
         db = Database(settings.store.url)

@@ -13,9 +13,11 @@ from omegaconf.errors import OmegaConfBaseException
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from arena.cli.hydra_config import ConfigError, validation_line
+from arena.eval.settings import ExtraBody
 
 if TYPE_CHECKING:
     from arena.policies.openai_compat import PolicyConfig
+    from task_synth.llm import LLMConfig
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 LEVELS = range(1, 6)
@@ -38,6 +40,8 @@ class LLMSettings(_Section):
     base_url: str | None = None
     model: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
+    max_tokens: int | None = Field(1024, ge=1)
+    extra_body: ExtraBody = Field(default_factory=dict)
 
 
 class PolicySettings(_Section):
@@ -125,13 +129,18 @@ class SynthSettings(_Section):
             return [self.difficulty]
         return list(range(self.difficulty[0], self.difficulty[1] + 1))
 
-    def llm_fields(self) -> tuple[str, str, str | None] | None:
-        """``(base_url, model, api_key)`` when an LLM is configured, else None."""
-        if self.llm.base_url is None and self.llm.model is None:
+    def llm_config(self) -> LLMConfig | None:
+        """The rewriting and program-writing LLM when one is configured, else None."""
+        from task_synth.llm import LLMConfig
+
+        llm = self.llm
+        if llm.base_url is None and llm.model is None:
             return None
-        if self.llm.base_url is None or self.llm.model is None:
+        if llm.base_url is None or llm.model is None:
             raise ConfigError("llm.base_url and llm.model must be set together")
-        return self.llm.base_url, self.llm.model, os.environ.get(self.llm.api_key_env)
+        return LLMConfig(
+            llm.base_url, llm.model, os.environ.get(llm.api_key_env), llm.max_tokens, llm.extra_body
+        )
 
 
 def _keys(node: Any, prefix: str = "") -> list[str]:

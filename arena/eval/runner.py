@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import time
 from collections.abc import Callable
+from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -131,13 +132,15 @@ async def play(
         task.id: str(task.provenance["category"]) for task, _r in todo if "category" in task.provenance
     }
     try:
-        with EpisodeProgress(console, spec.run_id, len(todo)) as progress:
-            async for record in episodes(sessions, todo, spec.policy, spec.config, spec.concurrency):
-                category = task_categories.get(record.task_id) or categories.get(record.env, "")
-                runs.record(spec.run_id, record, category)
-                tally.add(record)
-                progress.update(tally.done, tally.fields())
-                on_episode(tally.done, tally.fields())
+        finishing = episodes(sessions, todo, spec.policy, spec.config, spec.concurrency)
+        async with aclosing(finishing):
+            with EpisodeProgress(console, spec.run_id, len(todo)) as progress:
+                async for record in finishing:
+                    category = task_categories.get(record.task_id) or categories.get(record.env, "")
+                    runs.record(spec.run_id, record, category)
+                    tally.add(record)
+                    progress.update(tally.done, tally.fields())
+                    on_episode(tally.done, tally.fields())
     except PolicyRefused as exc:
         runs.finish(spec.run_id, "failed", {"error": str(exc)})
         raise

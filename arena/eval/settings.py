@@ -6,13 +6,22 @@ import hashlib
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from arena.rollout.episode import EpisodeConfig
 from arena.rollout.faults import FaultConfig
 
 # Settings of where and how fast the policy is served: they do not change a run's results.
 _NOT_RESULTS = {"policy": ("base_url", "api_key_env", "concurrency", "timeout_s", "max_retries")}
+
+
+def _no_fields(value: Any) -> Any:
+    return {} if value is None else value
+
+
+ExtraBody = Annotated[dict[str, Any], BeforeValidator(_no_fields)]
+"""Server-specific request fields. ``null`` in the YAML, not ``{}``: Hydra refuses new keys under a
+mapping the YAML gives, so ``key={top_k: 20}`` must replace the whole value."""
 
 
 class _Section(BaseModel):
@@ -40,7 +49,7 @@ class OpenAIPolicySettings(_Section):
     max_retries: int = Field(2, ge=0)
     tool_choice: Literal["auto", "required", "none"] | None = "auto"
     tool_format: Literal["native", "hermes"] = "native"
-    extra_body: dict[str, Any] = Field(default_factory=dict)
+    extra_body: ExtraBody = Field(default_factory=dict)
 
 
 class HFPolicySettings(_Section):

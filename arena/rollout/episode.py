@@ -322,12 +322,20 @@ async def episodes(
     config: EpisodeConfig,
     concurrency: int,
 ) -> AsyncIterator[EpisodeRecord]:
-    """Run (task, repeat) episodes with at most ``concurrency`` at once, yielding each as it finishes."""
+    """Run (task, repeat) episodes with at most ``concurrency`` at once, yielding each as it finishes.
+    When an episode raises (e.g. the policy refused a request) or the caller stops early, the episodes
+    not finished are cancelled: none keeps using a policy or a pool its caller is closing."""
     limit = asyncio.Semaphore(concurrency)
 
     async def one(task: Task, repeat: int) -> EpisodeRecord:
         async with limit:
             return await run_episode(sessions, task, policy, config, repeat=repeat)
 
-    for finished in asyncio.as_completed([one(task, repeat) for task, repeat in items]):
-        yield await finished
+    running = [asyncio.ensure_future(one(task, repeat)) for task, repeat in items]
+    try:
+        for finished in asyncio.as_completed(running):
+            yield await finished
+    finally:
+        for episode in running:
+            episode.cancel()
+        await asyncio.gather(*running, return_exceptions=True)

@@ -41,6 +41,26 @@ LOCATION_VARIABLES = ("ARENA_HOME", "ARENA_IMPORTED_DIR", "ARENA_CACHE_DIR", "AR
 """Environment variables that say where environments and seeds live; passed on to every worker."""
 
 
+RAY_START_TRIES = 2
+
+
+def start_local_ray(tries: int = RAY_START_TRIES) -> None:
+    """Start a local Ray. Ray gives its node 30 s to come up and then raises a bare ``Exception``; on a
+    loaded machine that can happen once, so it is tried again before ``InfrastructureError``."""
+    for attempt in range(1, tries + 1):
+        try:
+            ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+            return
+        except Exception as exc:  # Ray's own startup timeout is a plain Exception
+            ray.shutdown()
+            logger.warning("Ray did not start (try %d of %d): %s", attempt, tries, exc)
+            if attempt == tries:
+                raise InfrastructureError(
+                    InfraCause.START_FAILED,
+                    f"Ray did not start in {tries} tries (is the machine overloaded?): {exc}",
+                ) from exc
+
+
 @dataclass
 class PoolConfig:
     """How many workers per environment, on which backend, and the pool's limits."""
@@ -223,7 +243,7 @@ class EnvPool:
     async def start(self) -> None:
         """Start every worker (in parallel) and fill the warm session queues."""
         if not ray.is_initialized():
-            ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+            start_local_ray()
         if self.config.backend == "container":
             reap_orphan_containers()
         starts = [self._start_worker(env) for env, count in self.config.envs.items() for _ in range(count)]
