@@ -31,9 +31,7 @@ def _episode(env: str, level: int, passed: bool, index: int) -> EpisodeSummary:
 
 def _report(weak: str) -> object:
     """A gap report in which ``weak`` fails everything and the other environments master levels 1-2."""
-    episodes = [
-        _episode(env, level, env != weak, i) for env in ENVS for level in (1, 2) for i in range(4)
-    ]
+    episodes = [_episode(env, level, env != weak, i) for env in ENVS for level in (1, 2) for i in range(4)]
     return analyse(episodes, {})
 
 
