@@ -6,7 +6,8 @@ Usage: python benchmarks/evolve_control.py [--seeds 3] [--rounds 1] [--sft-token
        [-- evolve overrides...]
 
 Round 0 (sets, warm start, evaluation) runs once as ``<prefix>-r0``; each arm starts from it
-(``from_round0``), so it is paid for once. Everything runs through the real CLI on one SQLite store under
+(``from_round0``), so it is paid for once. A rerun with the same ``--out`` skips the runs that finished
+and resumes the one that stopped. Everything runs through the real CLI on one SQLite store under
 ``--out``. Prints a table per round (each arm's held-out success, mean over seeds; gap - uniform paired over
 held-out tasks with its 95% interval and exact McNemar p; the environments never trained on; tokens trained)
 and writes ``control.md`` and ``control.png``. The last line printed is one JSON object: ``rounds``,
@@ -37,8 +38,22 @@ from arena.store import Database, RunStore  # noqa: E402
 console = Console(stderr=True)
 
 
-def evolve(overrides: list[str], store: str, out: Path, run_id: str, *extra: str) -> dict[str, object]:
-    """One ``arena evolve`` run through the CLI; its JSON line."""
+def finished(store: str, run_id: str) -> bool:
+    """Whether ``run_id`` finished already in ``store`` (a rerun of the benchmark skips it)."""
+    db = Database(store)
+    try:
+        return RunStore(db).get(run_id).status == "finished"
+    except KeyError:
+        return False
+    finally:
+        db.close()
+
+
+def evolve(overrides: list[str], store: str, out: Path, run_id: str, *extra: str) -> None:
+    """One ``arena evolve`` run through the CLI, unless it finished already (it resumes if it started)."""
+    if finished(store, run_id):
+        console.print(f"[bold]{run_id}[/bold]: finished already")
+        return
     args = [
         sys.executable,
         "-m",
@@ -53,8 +68,9 @@ def evolve(overrides: list[str], store: str, out: Path, run_id: str, *extra: str
     console.print(f"[bold]{run_id}[/bold]: arena evolve {' '.join(args[4:])}", highlight=False)
     done = subprocess.run(args, capture_output=True, text=True, env=os.environ.copy(), check=False)
     if done.returncode != 0:
-        raise SystemExit(f"{run_id} failed ({done.returncode}): {(done.stderr or done.stdout)[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        raise SystemExit(
+            f"{run_id} failed ({done.returncode}; rerun to resume): {(done.stderr or done.stdout)[-2000:]}"
+        )
 
 
 def main() -> None:
@@ -100,7 +116,7 @@ def main() -> None:
         table.add_column(name)
     for row in table_rows(result):
         table.add_row(*row)
-    Console().print(table)
+    Console(width=180).print(table)
     print(f"report: {report}")
     print(json.dumps(result | {"wall_s": round(time.monotonic() - started, 1), "report": str(report)}))
 

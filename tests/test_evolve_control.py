@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -88,17 +89,26 @@ KEYS = {
 }
 
 
-@pytest.mark.slow
-def test_control_benchmark_smoke_keeps_the_unseen_env_out_of_training_at_equal_tokens(
-    tmp_path: Path,
-) -> None:
-    out = tmp_path / "control"
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """The control benchmark, 1 round and 1 seed, test-sized: its output folder and JSON line."""
+    out = tmp_path_factory.mktemp("control")
     args = [sys.executable, str(ROOT / "benchmarks" / "evolve_control.py"), "--seeds", "1", "--rounds", "1"]
     args += ["--sft-tokens", "30000", "--out", str(out), "--", *SMOKE]
-    env = {**os.environ, "ARENA_HOME": str(tmp_path / "home")}
-    done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=900, check=False)
+    done = subprocess.run(args, capture_output=True, text=True, env=_env(out), timeout=900, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    line = json.loads(done.stdout.strip().splitlines()[-1])
+    return out, json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _env(out: Path) -> dict[str, str]:
+    return {**os.environ, "ARENA_HOME": str(out / "home")}
+
+
+@pytest.mark.slow
+def test_control_benchmark_smoke_keeps_the_unseen_env_out_of_training_at_equal_tokens(
+    smoke: tuple[Path, dict[str, Any]],
+) -> None:
+    out, line = smoke
     assert set(line) >= KEYS and line["rounds"] == 1
     assert len(line["gap_success_per_round"]) == 2 == len(line["uniform_success_per_round"])
     assert line["gap_success_per_round"][0] == line["uniform_success_per_round"][0]  # one round 0
@@ -133,5 +143,48 @@ def test_control_benchmark_smoke_keeps_the_unseen_env_out_of_training_at_equal_t
         )
         for arm in ("gap", "uniform"):
             assert "unseen" in stages[arm]["eval:1"] and stages[arm]["eval:1"]["unseen"]["scored"] == 3
+    finally:
+        db.close()
+
+
+@pytest.mark.slow
+def test_bfcl_is_played_every_round_from_a_reused_round0_and_never_trained_on(
+    smoke: tuple[Path, dict[str, Any]],
+) -> None:
+    from environments.bfcl import BfclMissing, fetch, is_fetched
+
+    if not is_fetched():
+        try:
+            fetch()
+        except BfclMissing as exc:
+            pytest.skip(f"bfcl-eval is not unpacked and PyPI is unreachable: {exc}")
+    out, _ = smoke
+    args = [
+        sys.executable,
+        "-m",
+        "arena.cli.main",
+        "evolve",
+        *SMOKE,
+        f"store.url=sqlite:///{out / 'control.db'}",
+    ]
+    args += [f"report.dir={out / 'runs'}", "run_id=bfcl", "rounds=0", "from_round0=control-r0"]
+    args += ["benchmarks=[bfcl_multi_turn]", "bfcl.tasks_per_category=1", "bfcl.max_turns=4"]
+    done = subprocess.run(args, capture_output=True, text=True, env=_env(out), timeout=600, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    line = json.loads(done.stdout.strip().splitlines()[-1])
+    assert line["round0_from"] == "control-r0" and len(line["bfcl_multi_turn_success_per_round"]) == 1
+    categories = line["bfcl_multi_turn_by_category_per_round"][0]
+    assert set(categories) == {"base", "long_context", "miss_func", "miss_param"}
+    assert "## bfcl_multi_turn" in Path(line["report"]).read_text()
+    db = Database(f"sqlite:///{out / 'control.db'}")
+    try:
+        runs, tasks = RunStore(db), TaskStore(db)
+        played = runs.episodes("bfcl-r0-bfcl_multi_turn")
+        assert len(played) == 4 and {e.env for e in played} == {"bfcl/multi_turn"}
+        assert "eval:0" in (runs.get("bfcl").summary or {})["stages"]  # reused, not replayed
+        trained = {
+            tasks.get(t).env for t in (runs.get("control-r0").summary or {})["stages"]["sets"]["train"]
+        }
+        assert "bfcl/multi_turn" not in trained
     finally:
         db.close()

@@ -21,9 +21,10 @@ from arena.eval.runner import Play, categories_of, git_revision, play, start_poo
 from arena.eval.stats import wilson_interval
 from arena.eval.suites import synthesized_tasks
 from arena.eval.tracker import NoTracker, Tracker, open_tracker
+from arena.evolve.benchmarks import benchmark_envs, benchmark_result, benchmark_tasks
 from arena.evolve.gaps import analyse
 from arena.evolve.paired import paired
-from arena.evolve.settings import EvolveError, EvolveSettings
+from arena.evolve.settings import BFCL_MULTI_TURN, EvolveError, EvolveSettings
 from arena.evolve.targeting import allocate, allocate_uniform, spread_over_levels
 from arena.evolve.trainer import Conversation, RoundTrainer, make_trainer
 from arena.policies.scripted import ReferencePolicy
@@ -178,31 +179,32 @@ def _trainer(ctx: Context) -> RoundTrainer:
     return ctx.trainer
 
 
-async def stage_eval(ctx: Context, round_: int | str, heldout: list[Task]) -> dict[str, Any]:
-    """The current policy, greedy, on the held-out set (``round_`` ``base``: the model before training)."""
-    run_id = f"{ctx.run_id}-r{round_}"
+async def _play_greedy(
+    ctx: Context, run_id: str, round_: int | str, suite: str, tasks: list[Task], limits: EpisodeConfig
+) -> list[Any]:
+    """The current policy, greedy, plays ``tasks`` once each as run ``run_id``; its episodes."""
     ctx.runs.start(
         run_id,
         kind="eval",
         policy=f"{ctx.settings.policy.kind}@round{round_}",
-        suite="heldout",
+        suite=suite,
         config={"evolve": ctx.run_id, "round": round_},
         git_revision=git_revision(),
-        planned=len(heldout),
+        planned=len(tasks),
     )
     policy = _trainer(ctx).policy(greedy=True)
-    spec = Play(
-        run_id,
-        [(t, 0) for t in heldout],
-        policy,
-        ctx.settings.episode_config(),
-        ctx.settings.rollout.concurrency,
-    )
+    spec = Play(run_id, [(t, 0) for t in tasks], policy, limits, ctx.settings.rollout.concurrency)
     try:
         await play(ctx.pool, ctx.runs, spec, ctx.categories, ctx.console)
     finally:
         await policy.aclose()
-    episodes = ctx.runs.episodes(run_id)
+    return ctx.runs.episodes(run_id)
+
+
+async def stage_eval(ctx: Context, round_: int | str, heldout: list[Task]) -> dict[str, Any]:
+    """The current policy, greedy, on the held-out set (``round_`` ``base``: the model before training)."""
+    run_id = f"{ctx.run_id}-r{round_}"
+    episodes = await _play_greedy(ctx, run_id, round_, "heldout", heldout, ctx.settings.episode_config())
     seen = _success([e for e in episodes if e.env not in ctx.unseen])
     ctx.runs.finish(run_id, "finished", seen)
     low, high = seen["ci95"]
@@ -215,6 +217,21 @@ async def stage_eval(ctx: Context, round_: int | str, heldout: list[Task]) -> di
         ctx.console.print(f"  never-trained environments ({', '.join(ctx.unseen)}): {unseen['success']:.1%}")
         result["unseen"] = unseen
     return result
+
+
+async def stage_benchmark(ctx: Context, round_: int, name: str, tasks: list[Task]) -> dict[str, Any]:
+    """The current policy, greedy, on benchmark ``name``'s fixed tasks (run ``<run>-rR-<name>``)."""
+    run_id = f"{ctx.run_id}-r{round_}-{name}"
+    limits = EpisodeConfig(max_turns=ctx.settings.bfcl.max_turns, max_tokens=ctx.settings.rollout.max_tokens)
+    started = time.monotonic()
+    result = benchmark_result(await _play_greedy(ctx, run_id, round_, name, tasks, limits), tasks)
+    ctx.runs.finish(run_id, "finished", result)
+    low, high = result["ci95"]
+    ctx.console.print(
+        f"[bold]round {round_}[/bold]: {name} {result['success']:.1%} (95% CI {low:.1%}-{high:.1%}, "
+        f"{result['scored']} tasks, {time.monotonic() - started:.0f} s)"
+    )
+    return {"run_id": run_id, **result, "wall_s": round(time.monotonic() - started, 1)}
 
 
 def _success(episodes: list[Any]) -> dict[str, Any]:
@@ -335,6 +352,20 @@ def tokens_per_round(stages: dict[str, Any]) -> list[int | None]:
     return [int(warm) if warm is not None else None, *rounds]
 
 
+def benchmark_lines(stages: dict[str, Any]) -> dict[str, Any]:
+    """``<benchmark>_success_per_round`` and ``<benchmark>_by_category_per_round`` of each benchmark run."""
+    names = sorted({k.split(":")[0] for k in stages if k.startswith(f"{BFCL_MULTI_TURN}:")})
+    out: dict[str, Any] = {}
+    for name in names:
+        per_round = [stages.get(f"{name}:{r}") for r in range(len(eval_stages(stages)))]
+        out[f"{name}_success_per_round"] = [round(b["success"], 4) if b else None for b in per_round]
+        out[f"{name}_ci95_per_round"] = [[round(x, 4) for x in b["ci95"]] if b else None for b in per_round]
+        out[f"{name}_by_category_per_round"] = [
+            {c: round(v["success"], 4) for c, v in b["by_category"].items()} if b else None for b in per_round
+        ]
+    return out
+
+
 @dataclass
 class EvolveOutcome:
     """The last line of ``arena evolve``."""
@@ -365,6 +396,7 @@ class EvolveOutcome:
             "targeted_mode": self.stages.get("targeted:1", {}).get("mode", "gap"),
             "round0_from": self.stages.get("round0_from"),
             "tokens_per_round": tokens_per_round(self.stages),
+            **benchmark_lines(self.stages),
             "wall_s": round(self.wall_s, 1),
             "report": str(self.report),
         }
@@ -384,6 +416,10 @@ async def run_stages(ctx: Context) -> None:
         ctx.done("warm_start:0", await stage_warm_start(ctx, examples))
     if "eval:0" not in ctx.stages:
         ctx.done("eval:0", await stage_eval(ctx, 0, heldout))
+    benchmarks = {name: benchmark_tasks(s, name) for name in s.benchmarks}
+    for name, tasks in benchmarks.items():
+        if f"{name}:0" not in ctx.stages:
+            ctx.done(f"{name}:0", await stage_benchmark(ctx, 0, name, tasks))
     for round_ in range(1, s.rounds + 1):
         if f"targeted:{round_}" not in ctx.stages:
             previous = ctx.stages[f"eval:{round_ - 1}"]["run_id"]
@@ -393,6 +429,9 @@ async def run_stages(ctx: Context) -> None:
             ctx.done(f"train:{round_}", await stage_train(ctx, round_, targeted))
         if f"eval:{round_}" not in ctx.stages:
             ctx.done(f"eval:{round_}", await stage_eval(ctx, round_, heldout))
+        for name, tasks in benchmarks.items():
+            if f"{name}:{round_}" not in ctx.stages:
+                ctx.done(f"{name}:{round_}", await stage_benchmark(ctx, round_, name, tasks))
 
 
 def round0_of(runs: RunStore, settings: EvolveSettings, home: Path) -> dict[str, Any]:
@@ -412,7 +451,8 @@ def round0_of(runs: RunStore, settings: EvolveSettings, home: Path) -> dict[str,
         raise EvolveError(f"from_round0: run {source!r} differs in {', '.join(differ)}")
     if not (home / "checkpoints" / "round0").is_dir():
         raise EvolveError(f"from_round0: no round-0 checkpoint of {source!r} under {home}")
-    return {k: stages[k] for k in ROUND0_STAGES if k in stages} | {"round0_from": source}
+    reused = [*ROUND0_STAGES, *(f"{name}:0" for name in settings.benchmarks)]
+    return {k: stages[k] for k in reused if k in stages} | {"round0_from": source}
 
 
 async def evolve(settings: EvolveSettings, console: Console) -> EvolveOutcome:
@@ -445,6 +485,7 @@ async def evolve(settings: EvolveSettings, console: Console) -> EvolveOutcome:
             stages |= round0_of(runs, settings, round0_home)
             console.print(f"round 0 (sets, warm start, evaluation) reused from {settings.from_round0}")
     envs, unseen = _envs(settings)
+    envs += benchmark_envs(settings)  # played, never trained on nor counted in the held-out figures
     pool = await start_pool(envs, settings.pool, console)
     ctx = Context(
         settings,

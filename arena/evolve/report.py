@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from arena.eval.stats import wilson_interval
+from arena.evolve.settings import BFCL_MULTI_TURN
 from arena.store import EpisodeSummary, RunStore
 
 
@@ -131,6 +132,7 @@ def write_evolve_report(runs: RunStore, run_id: str, stages: dict[str, Any], out
             f"Last round vs round 0 on the same {pair['tasks']} tasks: {pair['gained']} gained, "
             f"{pair['lost']} lost (exact McNemar p = {pair['p_value']:.3g}).",
         ]
+    lines += _benchmarks(stages, count)
     lines += [
         "",
         "## By category",
@@ -174,11 +176,33 @@ def write_evolve_report(runs: RunStore, run_id: str, stages: dict[str, Any], out
     return path
 
 
+def _interval(rate: dict[str, Any]) -> str:
+    return f"{_pct(rate['success'])} [{_pct(rate['ci95'][0])}, {_pct(rate['ci95'][1])}] (n={rate['scored']})"
+
+
+def _benchmarks(stages: dict[str, Any], count: int) -> list[str]:
+    """A table per fixed benchmark played every round: overall and per category, 95% intervals."""
+    lines: list[str] = []
+    for name in sorted({k.split(":")[0] for k in stages if k.startswith(f"{BFCL_MULTI_TURN}:")}):
+        played = {r: stages[f"{name}:{r}"] for r in range(count) if f"{name}:{r}" in stages}
+        categories = sorted({c for b in played.values() for c in b["by_category"]})
+        lines += [
+            "",
+            f"## {name} (fixed tasks every round, never trained on)",
+            "",
+            "| round | all | " + " | ".join(categories) + " | wall |",
+            "|" + "---|" * (len(categories) + 3),
+        ]
+        for r, b in played.items():
+            cells = [_interval(b["by_category"][c]) if c in b["by_category"] else "-" for c in categories]
+            lines.append(f"| {r} | {_interval(b)} | " + " | ".join(cells) + f" | {b.get('wall_s', '-')} s |")
+    return lines
+
+
 def _unseen(evaluation: dict[str, Any]) -> str:
     if "unseen" not in evaluation:
         return "-"
-    u = evaluation["unseen"]
-    return f"{_pct(u['success'])} [{_pct(u['ci95'][0])}, {_pct(u['ci95'][1])}] (n={u['scored']})"
+    return _interval(evaluation["unseen"])
 
 
 def _flat(metrics: Any, prefix: str = "") -> dict[str, float]:

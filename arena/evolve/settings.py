@@ -61,6 +61,18 @@ class TargetedSettings(_Section):
     sft_tokens: int | None = Field(None, ge=1)
 
 
+BFCL_MULTI_TURN = "bfcl_multi_turn"
+
+
+class BfclSettings(_Section):
+    """The fixed BFCL v4 multi-turn subset of ``benchmarks=[bfcl_multi_turn]``: the first
+    ``tasks_per_category`` entries of each category, ``max_turns`` policy turns over all user turns."""
+
+    tasks_per_category: int = Field(5, ge=1, le=200)
+    categories: str | list[str] = "all"
+    max_turns: int = Field(120, ge=1)
+
+
 class TrainerSettings(BaseModel):
     """``factory`` (``module:function``) builds the trainer from these settings; the rest is its own."""
 
@@ -75,7 +87,8 @@ class EvolveSettings(_Section):
     and every round's synthesis) but evaluated every round on their own held-out tasks; ``auto`` = the
     last built-in by name when ``envs`` is ``all``, none otherwise. ``from_round0``: the id of a finished
     run (same store and report directory) whose sets, warm start, checkpoint and round-0 evaluation this
-    run reuses instead of paying for them again."""
+    run reuses instead of paying for them again. ``benchmarks``: fixed suites played every round beside
+    the held-out set (``bfcl_multi_turn``: ``bfcl.*``), never trained on."""
 
     policy: PolicySettings
     trainer: TrainerSettings
@@ -90,6 +103,8 @@ class EvolveSettings(_Section):
     train_set: TaskSetSettings
     heldout: TaskSetSettings
     targeted: TargetedSettings = Field(default_factory=TargetedSettings)
+    benchmarks: list[Literal["bfcl_multi_turn"]] = Field(default_factory=list)
+    bfcl: BfclSettings = Field(default_factory=BfclSettings)
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
     pool: PoolSettings = Field(default_factory=PoolSettings)
