@@ -1,7 +1,8 @@
 """The gap-blind control and the environment never trained on: ``targeted.mode=uniform`` asks for the gap
 arm's task count and level range whatever the gap report says; ``benchmarks/evolve_control.py`` runs both
 arms from one round 0 (tiny policy, real CLI, real pool, real store) and the store shows that the held-out
-environment never entered training and that both arms trained on the same number of tokens."""
+environment never entered training, that both arms trained on the same number of tokens, and that BFCL was
+played every round without entering training."""
 
 from __future__ import annotations
 
@@ -76,6 +77,9 @@ SMOKE = [
     "trainer.sft_first_turn_epochs=1",
     "policy.max_new_tokens=24",
     "base_eval=false",
+    "benchmarks=[bfcl_multi_turn]",
+    "bfcl.tasks_per_category=1",
+    "bfcl.max_turns=4",
 ]
 KEYS = {
     "rounds",
@@ -91,11 +95,19 @@ KEYS = {
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    """The control benchmark, 1 round and 1 seed, test-sized: its output folder and JSON line."""
+    """The control benchmark, 1 round and 1 seed, test-sized, with BFCL every round: its output folder
+    and JSON line."""
+    from environments.bfcl import BfclMissing, fetch, is_fetched
+
+    if not is_fetched():
+        try:
+            fetch()
+        except BfclMissing as exc:
+            pytest.skip(f"bfcl-eval is not unpacked and PyPI is unreachable: {exc}")
     out = tmp_path_factory.mktemp("control")
     args = [sys.executable, str(ROOT / "benchmarks" / "evolve_control.py"), "--seeds", "1", "--rounds", "1"]
     args += ["--sft-tokens", "30000", "--out", str(out), "--", *SMOKE]
-    done = subprocess.run(args, capture_output=True, text=True, env=_env(out), timeout=900, check=False)
+    done = subprocess.run(args, capture_output=True, text=True, env=_env(out), timeout=1800, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return out, json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -148,43 +160,22 @@ def test_control_benchmark_smoke_keeps_the_unseen_env_out_of_training_at_equal_t
 
 
 @pytest.mark.slow
-def test_bfcl_is_played_every_round_from_a_reused_round0_and_never_trained_on(
-    smoke: tuple[Path, dict[str, Any]],
-) -> None:
-    from environments.bfcl import BfclMissing, fetch, is_fetched
-
-    if not is_fetched():
-        try:
-            fetch()
-        except BfclMissing as exc:
-            pytest.skip(f"bfcl-eval is not unpacked and PyPI is unreachable: {exc}")
+def test_bfcl_is_played_every_round_and_never_trained_on(smoke: tuple[Path, dict[str, Any]]) -> None:
     out, _ = smoke
-    args = [
-        sys.executable,
-        "-m",
-        "arena.cli.main",
-        "evolve",
-        *SMOKE,
-        f"store.url=sqlite:///{out / 'control.db'}",
-    ]
-    args += [f"report.dir={out / 'runs'}", "run_id=bfcl", "rounds=0", "from_round0=control-r0"]
-    args += ["benchmarks=[bfcl_multi_turn]", "bfcl.tasks_per_category=1", "bfcl.max_turns=4"]
-    done = subprocess.run(args, capture_output=True, text=True, env=_env(out), timeout=600, check=False)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    line = json.loads(done.stdout.strip().splitlines()[-1])
-    assert line["round0_from"] == "control-r0" and len(line["bfcl_multi_turn_success_per_round"]) == 1
-    categories = line["bfcl_multi_turn_by_category_per_round"][0]
-    assert set(categories) == {"base", "long_context", "miss_func", "miss_param"}
-    assert "## bfcl_multi_turn" in Path(line["report"]).read_text()
     db = Database(f"sqlite:///{out / 'control.db'}")
     try:
         runs, tasks = RunStore(db), TaskStore(db)
-        played = runs.episodes("bfcl-r0-bfcl_multi_turn")
-        assert len(played) == 4 and {e.env for e in played} == {"bfcl/multi_turn"}
-        assert "eval:0" in (runs.get("bfcl").summary or {})["stages"]  # reused, not replayed
-        trained = {
-            tasks.get(t).env for t in (runs.get("control-r0").summary or {})["stages"]["sets"]["train"]
-        }
-        assert "bfcl/multi_turn" not in trained
+        stages = (runs.get("control-gap-s0").summary or {})["stages"]
+        round0, round1 = stages["bfcl_multi_turn:0"], stages["bfcl_multi_turn:1"]
+        assert round0["run_id"] == "control-r0-r0-bfcl_multi_turn"  # round 0's, reused
+        for played in (round0, round1):
+            assert set(played["by_category"]) == {"base", "long_context", "miss_func", "miss_param"}
+            assert played["scored"] == 4 and 0.0 <= played["ci95"][0] <= played["ci95"][1] <= 1.0
+        episodes = runs.episodes(round1["run_id"])
+        assert len(episodes) == 4 and {e.env for e in episodes} == {"bfcl/multi_turn"}
+        trained = stages["sets"]["train"] + stages["targeted:1"]["tasks"]
+        assert "bfcl/multi_turn" not in {tasks.get(t).env for t in trained}
+        report = (out / "runs" / "control-gap-s0" / "report" / "report.md").read_text()
+        assert "## bfcl_multi_turn" in report
     finally:
         db.close()

@@ -145,16 +145,19 @@ class GRPOTrainer:
         order: random.Random,
         budget: int | None = None,
     ) -> tuple[list[float], int]:
-        """``epochs`` passes over ``trajectories`` in length-grouped batches (with a ``budget``: as many
-        passes as it takes, the last batch cut to fit): each pass's mean loss, and the tokens seen."""
+        """``epochs`` passes over ``trajectories`` in length-grouped batches (with a ``budget``: passes
+        until no example fits in the tokens left, each batch keeping the examples that fit, so the total
+        stays within the shortest example below the budget): each pass's mean loss, and the tokens seen."""
         losses, tokens = [], 0
-        while trajectories and (len(losses) < epochs if budget is None else tokens < budget):
+        while trajectories and (len(losses) < epochs or budget is not None):
             epoch = []
             for batch in _length_grouped(trajectories, self.config.sft_batch_size, order):
                 if budget is not None and not (batch := _within(batch, budget - tokens)):
-                    break
+                    continue
                 epoch.append(self._sft_update(batch))
                 tokens += sum(_length(t) for t in batch)
+            if budget is not None and not epoch:
+                break
             losses.append(float(np.mean(epoch)) if epoch else float("nan"))
         return losses, tokens
 
@@ -382,13 +385,12 @@ def _length(trajectory: TokenTrajectory) -> int:
 
 
 def _within(batch: list[TokenTrajectory], room: int) -> list[TokenTrajectory]:
-    """The leading examples of ``batch`` that fit in ``room`` tokens (at least one while room is left)."""
+    """The examples of ``batch``, in order, that fit together in ``room`` tokens."""
     kept: list[TokenTrajectory] = []
     for trajectory in batch:
-        if room <= 0 or (kept and _length(trajectory) > room):
-            break
-        kept.append(trajectory)
-        room -= _length(trajectory)
+        if _length(trajectory) <= room:
+            kept.append(trajectory)
+            room -= _length(trajectory)
     return kept
 
 
