@@ -36,6 +36,8 @@ from arena.evolve.control import ARMS, HEADER, compare, table_rows, write_contro
 from arena.store import Database, RunStore  # noqa: E402
 
 console = Console(stderr=True)
+ATTEMPTS = 2
+"""Runs of one configuration before giving up: exit status 1 (an infrastructure failure) is resumed once."""
 
 
 def finished(store: str, run_id: str) -> bool:
@@ -66,7 +68,12 @@ def evolve(overrides: list[str], store: str, out: Path, run_id: str, *extra: str
         *extra,
     ]
     console.print(f"[bold]{run_id}[/bold]: arena evolve {' '.join(args[4:])}", highlight=False)
-    done = subprocess.run(args, capture_output=True, text=True, env=os.environ.copy(), check=False)
+    for _attempt in range(ATTEMPTS):  # a run that stopped (e.g. Ray failed to start) resumes where it was
+        done = subprocess.run(args, capture_output=True, text=True, env=os.environ.copy(), check=False)
+        if done.returncode != 1:
+            break
+        last = (done.stderr or done.stdout).strip().splitlines()[-1:]
+        console.print(f"{run_id} stopped ({last}); resuming")
     if done.returncode != 0:
         raise SystemExit(
             f"{run_id} failed ({done.returncode}; rerun to resume): {(done.stderr or done.stdout)[-2000:]}"

@@ -131,9 +131,8 @@ def test_control_benchmark_smoke_keeps_the_unseen_env_out_of_training_at_equal_t
     db = Database(f"sqlite:///{out / 'control.db'}")
     try:
         runs, tasks = RunStore(db), TaskStore(db)
-        stages = {
-            arm: (runs.get(f"control-{arm}-s0").summary or {})["stages"] for arm in ("r0", "gap", "uniform")
-        }
+        names = {"r0": "control-r0", "gap": "control-gap-s0", "uniform": "control-uniform-s0"}
+        stages = {arm: (runs.get(run_id).summary or {})["stages"] for arm, run_id in names.items()}
         assert stages["gap"]["sets"] == stages["r0"]["sets"] == stages["uniform"]["sets"]
         assert stages["gap"]["eval:0"] == stages["r0"]["eval:0"]  # round 0 reused, not replayed
         assert stages["r0"]["sets"]["unseen_envs"] == ["banking"]

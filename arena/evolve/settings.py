@@ -51,8 +51,8 @@ class TargetedSettings(_Section):
     whether the new tasks' reference solutions are also used for SFT before GRPO. ``mode`` ``uniform``
     is the gap-blind control: the same count spread evenly over the environments and levels
     1..``max_level``, with its own seeds (the gap report is still recorded). ``sft_tokens``: train each
-    round's SFT on exactly this many tokens (epochs repeated or cut), so that arms whose tasks differ in
-    length train the same compute; None = the trainer's epochs."""
+    round's SFT on this many tokens (passes repeated until no example fits), so that arms whose tasks
+    differ in length train the same compute; None = the trainer's epochs."""
 
     tasks: int = Field(48, ge=1)
     max_level: int = Field(3, ge=1, le=5)

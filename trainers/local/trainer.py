@@ -110,7 +110,8 @@ class GRPOTrainer:
         ``config.sft_first_turn_epochs`` epochs on each conversation cut after its first assistant turn,
         then ``config.epochs`` epochs on the whole conversations. Conversations longer than the context
         limit are left out and counted. ``tokens``: instead of the epochs, whole-conversation passes until
-        this many tokens are trained on (within one conversation), for equal compute on different data."""
+        no example fits in the tokens left (below it by less than the shortest example), for equal compute
+        on different data."""
         config, started = self.config, time.perf_counter()
         encoded = [encode_conversation(self.tokenizer, e.messages, e.tools) for e in examples]
         kept = [t for t in encoded if len(t.prompt_ids) + len(t.response_ids) <= config.context_limit]
