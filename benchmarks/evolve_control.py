@@ -68,9 +68,9 @@ def evolve(overrides: list[str], store: str, out: Path, run_id: str, *extra: str
         *extra,
     ]
     console.print(f"[bold]{run_id}[/bold]: arena evolve {' '.join(args[4:])}", highlight=False)
-    for _attempt in range(ATTEMPTS):  # a run that stopped (e.g. Ray failed to start) resumes where it was
+    for attempt in range(1, ATTEMPTS + 1):  # a run that stopped (e.g. Ray failed to start) resumes
         done = subprocess.run(args, capture_output=True, text=True, env=os.environ.copy(), check=False)
-        if done.returncode != 1:
+        if done.returncode != 1 or attempt == ATTEMPTS:
             break
         last = (done.stderr or done.stdout).strip().splitlines()[-1:]
         console.print(f"{run_id} stopped ({last}); resuming")
