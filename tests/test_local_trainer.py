@@ -173,3 +173,25 @@ async def test_first_turn_epochs_train_the_first_turn_only(pool: EnvPool, tmp_pa
     assert len(metrics["first_turn_epoch_loss"]) == 40 and metrics["epoch_loss"] == []
     assert first_after < first_before / 10, (first_before, first_after)
     assert second_after > 5 * first_after, (first_after, second_after)
+
+
+@module_loop
+async def test_a_token_budget_trains_that_many_tokens_whatever_the_examples(
+    pool: EnvPool, tmp_path: Path
+) -> None:
+    async with pool.session("library") as session:
+        messages, tools, _ = await book_conversation(session)
+    first = next(i for i, m in enumerate(messages) if m["role"] == "assistant")
+    short, whole = SFTExample(messages[: first + 1], tools), SFTExample(messages, tools)
+    trainer = GRPOTrainer(tiny_dir(tmp_path, messages, tools), TrainerConfig(epochs=1, sft_batch_size=2))
+    lengths = [
+        len(t.prompt_ids) + len(t.response_ids)
+        for t in (encode_conversation(trainer.tokenizer, e.messages, e.tools) for e in (short, whole))
+    ]
+    assert lengths[0] < lengths[1]
+    budget = 3 * lengths[1] + lengths[0] // 2
+    for examples in ([whole], [short, whole], [short]):  # different data, the same compute
+        metrics = trainer.sft(examples, tokens=budget)
+        shortest = min(lengths[0] if short in examples else lengths[1], lengths[1])
+        assert budget - shortest < metrics["tokens"] <= budget, (examples, metrics["tokens"])
+        assert metrics["first_turn_epoch_loss"] == [] and len(metrics["epoch_loss"]) >= 1

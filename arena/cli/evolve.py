@@ -20,7 +20,7 @@ def cmd_evolve(args: argparse.Namespace) -> int:
     from transformers.utils import logging as transformers_logging
 
     from arena.evolve.loop import evolve
-    from arena.evolve.settings import EvolveSettings
+    from arena.evolve.settings import EvolveError, EvolveSettings
     from arena.models.catalog import UnknownModel
     from arena.models.convert import ModelError
     from arena.runtime.errors import InfrastructureError
@@ -37,6 +37,7 @@ def cmd_evolve(args: argparse.Namespace) -> int:
         outcome = asyncio.run(evolve(settings, console))
     except (
         ConfigError,
+        EvolveError,
         UnknownEnvironment,
         EnvironmentSpecError,
         StoreError,

@@ -21,10 +21,11 @@ from arena.eval.runner import Play, categories_of, git_revision, play, start_poo
 from arena.eval.stats import wilson_interval
 from arena.eval.suites import synthesized_tasks
 from arena.eval.tracker import NoTracker, Tracker, open_tracker
+from arena.evolve.benchmarks import benchmark_envs, benchmark_result, benchmark_tasks
 from arena.evolve.gaps import analyse
 from arena.evolve.paired import paired
-from arena.evolve.settings import EvolveSettings
-from arena.evolve.targeting import allocate
+from arena.evolve.settings import BFCL_MULTI_TURN, EvolveError, EvolveSettings
+from arena.evolve.targeting import allocate, allocate_uniform, spread_over_levels
 from arena.evolve.trainer import Conversation, RoundTrainer, make_trainer
 from arena.policies.scripted import ReferencePolicy
 from arena.rollout.conversation import messages_of
@@ -35,6 +36,12 @@ from environments.registry import builtin_names, load_environment
 from task_synth.model import Task
 
 REFERENCE_MAX_TURNS = 64
+UNIFORM_SEED_OFFSET = 50_021
+"""Added to the uniform control's synthesis seeds, so its tasks are its own draw, not the gap arm's."""
+ROUND0_STAGES = ("sets", "eval:base", "warm_start:0", "eval:0")
+"""What a run started ``from_round0`` of another reuses (with that run's round-0 checkpoint)."""
+SAME_ROUND0 = ("policy", "envs", "heldout_envs", "train_set", "heldout", "rollout")
+"""The settings a run must share with the run whose round 0 it reuses."""
 TINY = "tiny"
 """``policy.path`` naming the tiny preset, built by the run itself (docs/training.md)."""
 
@@ -54,6 +61,8 @@ class Context:
     categories: dict[str, str]
     home: Path
     stages: dict[str, Any] = field(default_factory=dict)
+    unseen: list[str] = field(default_factory=list)
+    round0_home: Path | None = None
     trainer: RoundTrainer | None = None
     base_model: str | None = None
     tracker: Tracker = field(default_factory=NoTracker)
@@ -71,31 +80,40 @@ class Context:
     def tasks(self, ids: list[str]) -> list[Task]:
         return [self.store.get(task_id) for task_id in ids]
 
+    @property
+    def seen(self) -> list[str]:
+        """The environments the policy trains on (all but the unseen ones)."""
+        return [env for env in self.envs if env not in self.unseen]
 
-def _envs(settings: EvolveSettings) -> list[str]:
-    if settings.envs == "all":
-        return builtin_names()
-    names = [settings.envs] if isinstance(settings.envs, str) else list(settings.envs)
-    for name in names:
+
+def _envs(settings: EvolveSettings) -> tuple[list[str], list[str]]:
+    """Every environment of the run (the pool's), and those of them never trained on."""
+    trained, unseen = settings.environments(builtin_names())
+    for name in trained + unseen:
         load_environment(name)
-    return names
+    return trained + unseen, unseen
 
 
-async def _task_set(ctx: Context, name: str, per_env: int, levels: list[int], seed: int) -> list[Task]:
+async def _task_set(
+    ctx: Context, name: str, per_env: int, levels: list[int], seed: int, envs: list[str]
+) -> list[Task]:
     tag = f"{ctx.run_id}:{name}"
     tasks: list[Task] = []
-    for env in ctx.envs:
+    for env in envs:
         found = await synthesized_tasks(ctx.pool, env, per_env, levels, seed, tag, ctx.store, ctx.profiles)
         tasks += sorted(found, key=lambda t: (t.difficulty, t.id))[:per_env]
     return tasks
 
 
 async def stage_sets(ctx: Context) -> dict[str, Any]:
-    """The training and held-out sets, disjoint by task id and by request text (checked, printed)."""
+    """The training set (seen environments only) and the held-out set (every environment), disjoint by
+    task id and by request text (checked, printed)."""
     s = ctx.settings
-    heldout = await _task_set(ctx, "heldout", s.heldout.tasks_per_env, s.heldout.level_range, s.heldout.seed)
+    heldout = await _task_set(
+        ctx, "heldout", s.heldout.tasks_per_env, s.heldout.level_range, s.heldout.seed, ctx.envs
+    )
     train = await _task_set(
-        ctx, "train", s.train_set.tasks_per_env, s.train_set.level_range, s.train_set.seed
+        ctx, "train", s.train_set.tasks_per_env, s.train_set.level_range, s.train_set.seed, ctx.seen
     )
     held_ids, held_requests = {t.id for t in heldout}, {t.request for t in heldout}
     train = [t for t in train if t.id not in held_ids and t.request not in held_requests]
@@ -106,8 +124,14 @@ async def stage_sets(ctx: Context) -> dict[str, Any]:
     ctx.console.print(
         f"[bold]sets[/bold]: {len(train)} training tasks, {len(heldout)} held-out tasks; "
         f"overlap of task ids {overlap['task_ids']}, of request texts {overlap['requests']}"
+        + (f"; never trained on: {', '.join(ctx.unseen)}" if ctx.unseen else "")
     )
-    return {"train": [t.id for t in train], "heldout": [t.id for t in heldout], "overlap": overlap}
+    return {
+        "train": [t.id for t in train],
+        "heldout": [t.id for t in heldout],
+        "overlap": overlap,
+        "unseen_envs": ctx.unseen,
+    }
 
 
 async def _tools(ctx: Context, envs: set[str]) -> dict[str, list[dict[str, Any]]]:
@@ -141,11 +165,14 @@ async def recorded_conversations(ctx: Context, run_ids: list[str]) -> list[Conve
 
 def _reference_run(ctx: Context, round_: int) -> str:
     """The run id under which the reference policy played round ``round_``'s training tasks."""
-    return f"{ctx.run_id}-reference-train" if round_ == 0 else f"{ctx.run_id}-reference-r{round_}"
+    if round_ == 0:  # a run that reuses another's round 0 (``from_round0``) reuses its warm start too
+        return f"{ctx.stages.get('round0_from') or ctx.run_id}-reference-train"
+    return f"{ctx.run_id}-reference-r{round_}"
 
 
 def _checkpoint(ctx: Context, round_: int) -> Path:
-    return ctx.home / "checkpoints" / f"round{round_}"
+    home = ctx.round0_home if round_ == 0 and ctx.round0_home is not None else ctx.home
+    return home / "checkpoints" / f"round{round_}"
 
 
 def _trainer(ctx: Context) -> RoundTrainer:
@@ -161,39 +188,67 @@ def _trainer(ctx: Context) -> RoundTrainer:
     return ctx.trainer
 
 
-async def stage_eval(ctx: Context, round_: int | str, heldout: list[Task]) -> dict[str, Any]:
-    """The current policy, greedy, on the held-out set (``round_`` ``base``: the model before training)."""
-    run_id = f"{ctx.run_id}-r{round_}"
+async def _play_greedy(
+    ctx: Context, run_id: str, round_: int | str, suite: str, tasks: list[Task], limits: EpisodeConfig
+) -> list[Any]:
+    """The current policy, greedy, plays ``tasks`` once each as run ``run_id``; its episodes."""
     ctx.runs.start(
         run_id,
         kind="eval",
         policy=f"{ctx.settings.policy.kind}@round{round_}",
-        suite="heldout",
+        suite=suite,
         config={"evolve": ctx.run_id, "round": round_},
         git_revision=git_revision(),
-        planned=len(heldout),
+        planned=len(tasks),
     )
     policy = _trainer(ctx).policy(greedy=True)
-    spec = Play(
-        run_id,
-        [(t, 0) for t in heldout],
-        policy,
-        ctx.settings.episode_config(),
-        ctx.settings.rollout.concurrency,
-    )
+    spec = Play(run_id, [(t, 0) for t in tasks], policy, limits, ctx.settings.rollout.concurrency)
     try:
         await play(ctx.pool, ctx.runs, spec, ctx.categories, ctx.console)
     finally:
         await policy.aclose()
-    episodes = [e for e in ctx.runs.episodes(run_id) if e.passed is not None]
-    passed = sum(bool(e.passed) for e in episodes)
-    low, high = wilson_interval(passed, len(episodes))
-    success = passed / len(episodes) if episodes else 0.0
-    ctx.runs.finish(run_id, "finished", {"success": success, "ci95": [low, high], "scored": len(episodes)})
+    return ctx.runs.episodes(run_id)
+
+
+async def stage_eval(ctx: Context, round_: int | str, heldout: list[Task]) -> dict[str, Any]:
+    """The current policy, greedy, on the held-out set (``round_`` ``base``: the model before training)."""
+    run_id = f"{ctx.run_id}-r{round_}"
+    episodes = await _play_greedy(ctx, run_id, round_, "heldout", heldout, ctx.settings.episode_config())
+    seen = _success([e for e in episodes if e.env not in ctx.unseen])
+    ctx.runs.finish(run_id, "finished", seen)
+    low, high = seen["ci95"]
     ctx.console.print(
-        f"[bold]round {round_}[/bold]: held-out success {success:.1%} (95% CI {low:.1%}-{high:.1%})"
+        f"[bold]round {round_}[/bold]: held-out success {seen['success']:.1%} (95% CI {low:.1%}-{high:.1%})"
     )
-    return {"run_id": run_id, "success": success, "ci95": [low, high], "scored": len(episodes)}
+    result = {"run_id": run_id, **seen}
+    if ctx.unseen:
+        unseen = _success([e for e in episodes if e.env in ctx.unseen])
+        ctx.console.print(f"  never-trained environments ({', '.join(ctx.unseen)}): {unseen['success']:.1%}")
+        result["unseen"] = unseen
+    return result
+
+
+async def stage_benchmark(ctx: Context, round_: int, name: str, tasks: list[Task]) -> dict[str, Any]:
+    """The current policy, greedy, on benchmark ``name``'s fixed tasks (run ``<run>-rR-<name>``)."""
+    run_id = f"{ctx.run_id}-r{round_}-{name}"
+    limits = EpisodeConfig(max_turns=ctx.settings.bfcl.max_turns, max_tokens=ctx.settings.rollout.max_tokens)
+    started = time.monotonic()
+    result = benchmark_result(await _play_greedy(ctx, run_id, round_, name, tasks, limits), tasks)
+    ctx.runs.finish(run_id, "finished", result)
+    low, high = result["ci95"]
+    ctx.console.print(
+        f"[bold]round {round_}[/bold]: {name} {result['success']:.1%} (95% CI {low:.1%}-{high:.1%}, "
+        f"{result['scored']} tasks, {time.monotonic() - started:.0f} s)"
+    )
+    return {"run_id": run_id, **result, "wall_s": round(time.monotonic() - started, 1)}
+
+
+def _success(episodes: list[Any]) -> dict[str, Any]:
+    """Success of the scored ``episodes`` (infrastructure failures left out), its 95% Wilson interval."""
+    scored = [e for e in episodes if e.passed is not None]
+    passed = sum(bool(e.passed) for e in scored)
+    low, high = wilson_interval(passed, len(scored))
+    return {"success": passed / len(scored) if scored else 0.0, "ci95": [low, high], "scored": len(scored)}
 
 
 def _base_model(ctx: Context, examples: list[Conversation]) -> str:
@@ -228,14 +283,23 @@ async def stage_warm_start(ctx: Context, examples: list[Conversation]) -> dict[s
 async def stage_targeted(
     ctx: Context, round_: int, previous_eval: str, heldout: list[Task]
 ) -> dict[str, Any]:
+    """Gap analysis of the last evaluation (seen environments only) and this round's synthesis: where the
+    gaps are (``targeted.mode`` ``gap``), or evenly everywhere (``uniform``: the report is still kept)."""
     held = {t.id for t in heldout} | {t.request for t in heldout}
     tasks = {t.id: t for t in heldout}
-    report = analyse(ctx.runs.episodes(previous_eval), tasks)
+    episodes = [e for e in ctx.runs.episodes(previous_eval) if e.env not in ctx.unseen]
+    report = analyse(episodes, tasks)
     s = ctx.settings
-    batches = allocate(report, ctx.envs, s.targeted.tasks, max_level=s.targeted.max_level)
+    gap_batches = allocate(report, ctx.seen, s.targeted.tasks, max_level=s.targeted.max_level)
+    uniform = s.targeted.mode == "uniform"
+    batches = (
+        allocate_uniform(ctx.seen, s.targeted.tasks, max_level=s.targeted.max_level)
+        if uniform
+        else gap_batches
+    )
     made: list[str] = []
     for index, batch in enumerate(batches):
-        seed = s.seed * 100_003 + round_ * 1_009 + index
+        seed = s.seed * 100_003 + round_ * 1_009 + index + (UNIFORM_SEED_OFFSET if uniform else 0)
         found = await synthesized_tasks(
             ctx.pool,
             batch.env,
@@ -249,14 +313,15 @@ async def stage_targeted(
         fresh = [t for t in found if t.id not in held and t.request not in held]
         focus = set(batch.focus_tools)
         fresh.sort(key=lambda t: (-len(focus & set(t.solution.tool_calls if t.solution else [])), t.id))
-        made += [t.id for t in fresh[: batch.n]]
+        made += [t.id for t in (spread_over_levels(fresh, batch.n) if uniform else fresh[: batch.n])]
     for batch in batches:
         ctx.console.print(f"  asked: {batch.reason}")
     return {
+        "mode": s.targeted.mode,
         "gaps": report.to_json(),
         "batches": [b.to_json() for b in batches],
         "tasks": made,
-    }
+    } | ({"gap_batches": [b.to_json() for b in gap_batches]} if uniform else {})
 
 
 async def stage_train(ctx: Context, round_: int, tasks: list[Task]) -> dict[str, Any]:
@@ -266,19 +331,50 @@ async def stage_train(ctx: Context, round_: int, tasks: list[Task]) -> dict[str,
         examples = await reference_conversations(ctx, tasks, _reference_run(ctx, round_))
         if ctx.settings.targeted.replay:
             examples += await recorded_conversations(ctx, [_reference_run(ctx, r) for r in range(round_)])
-        metrics["sft"] = trainer.warm_start(examples)
+        metrics["sft"] = trainer.warm_start(examples, tokens=ctx.settings.targeted.sft_tokens)
     steps_dir = ctx.home / "checkpoints" / f"round{round_}-steps"
     metrics["grpo"] = await trainer.train_round(
         ctx.pool, tasks, ctx.settings.episode_config(), steps_dir, lambda text: ctx.console.print(f"  {text}")
     )
     trainer.save(_checkpoint(ctx, round_))
-    return metrics
+    return metrics | {"tokens": trained_tokens(metrics)}
+
+
+def trained_tokens(metrics: dict[str, Any]) -> int | None:
+    """Tokens a round trained on: its SFT's and its GRPO updates' (None when the trainer reports neither)."""
+    counts = [
+        part.get(key)
+        for part, key in ((metrics.get("sft") or {}, "tokens"), (metrics.get("grpo") or {}, "update_tokens"))
+    ]
+    known = [int(c) for c in counts if isinstance(c, int | float)]
+    return sum(known) if known else None
 
 
 def eval_stages(stages: dict[str, Any]) -> list[dict[str, Any]]:
     """The evaluations of rounds 0, 1, ... in order (the base model's is apart, under ``eval:base``)."""
     rounds = sorted(int(k.split(":")[1]) for k in stages if k.startswith("eval:") and k[5:].isdigit())
     return [stages[f"eval:{r}"] for r in rounds]
+
+
+def tokens_per_round(stages: dict[str, Any]) -> list[int | None]:
+    """Tokens trained before each evaluation: the warm start's for round 0, then each round's."""
+    warm = stages.get("warm_start:0", {}).get("tokens")
+    rounds = [stages.get(f"train:{r}", {}).get("tokens") for r in range(1, len(eval_stages(stages)))]
+    return [int(warm) if warm is not None else None, *rounds]
+
+
+def benchmark_lines(stages: dict[str, Any]) -> dict[str, Any]:
+    """``<benchmark>_success_per_round`` and ``<benchmark>_by_category_per_round`` of each benchmark run."""
+    names = sorted({k.split(":")[0] for k in stages if k.startswith(f"{BFCL_MULTI_TURN}:")})
+    out: dict[str, Any] = {}
+    for name in names:
+        per_round = [stages.get(f"{name}:{r}") for r in range(len(eval_stages(stages)))]
+        out[f"{name}_success_per_round"] = [round(b["success"], 4) if b else None for b in per_round]
+        out[f"{name}_ci95_per_round"] = [[round(x, 4) for x in b["ci95"]] if b else None for b in per_round]
+        out[f"{name}_by_category_per_round"] = [
+            {c: round(v["success"], 4) for c, v in b["by_category"].items()} if b else None for b in per_round
+        ]
+    return out
 
 
 @dataclass
@@ -304,6 +400,14 @@ class EvolveOutcome:
             "gain": round(evals[-1]["success"] - evals[0]["success"], 4) if evals else 0.0,
             "base_success": round(base["success"], 4) if base else None,
             "paired_vs_round0": self.stages.get("paired_vs_round0"),
+            "unseen_envs": self.stages["sets"].get("unseen_envs", []),
+            "unseen_env_success_per_round": [
+                round(e["unseen"]["success"], 4) if "unseen" in e else None for e in evals
+            ],
+            "targeted_mode": self.stages.get("targeted:1", {}).get("mode", "gap"),
+            "round0_from": self.stages.get("round0_from"),
+            "tokens_per_round": tokens_per_round(self.stages),
+            **benchmark_lines(self.stages),
             "wall_s": round(self.wall_s, 1),
             "report": str(self.report),
         }
@@ -323,6 +427,10 @@ async def run_stages(ctx: Context) -> None:
         ctx.done("warm_start:0", await stage_warm_start(ctx, examples))
     if "eval:0" not in ctx.stages:
         ctx.done("eval:0", await stage_eval(ctx, 0, heldout))
+    benchmarks = {name: benchmark_tasks(s, name) for name in s.benchmarks}
+    for name, tasks in benchmarks.items():
+        if f"{name}:0" not in ctx.stages:
+            ctx.done(f"{name}:0", await stage_benchmark(ctx, 0, name, tasks))
     for round_ in range(1, s.rounds + 1):
         if f"targeted:{round_}" not in ctx.stages:
             previous = ctx.stages[f"eval:{round_ - 1}"]["run_id"]
@@ -332,6 +440,30 @@ async def run_stages(ctx: Context) -> None:
             ctx.done(f"train:{round_}", await stage_train(ctx, round_, targeted))
         if f"eval:{round_}" not in ctx.stages:
             ctx.done(f"eval:{round_}", await stage_eval(ctx, round_, heldout))
+        for name, tasks in benchmarks.items():
+            if f"{name}:{round_}" not in ctx.stages:
+                ctx.done(f"{name}:{round_}", await stage_benchmark(ctx, round_, name, tasks))
+
+
+def round0_of(runs: RunStore, settings: EvolveSettings, home: Path) -> dict[str, Any]:
+    """The round-0 stages of run ``settings.from_round0`` (same store), checked to be this run's round 0:
+    finished, with the same policy, environments, sets and rollout limits, and its checkpoint at hand."""
+    source = settings.from_round0
+    try:
+        info = runs.get(str(source))
+    except KeyError:
+        raise EvolveError(f"from_round0: no run {source!r} in the store") from None
+    stages = (info.summary or {}).get("stages", {})
+    if not {"sets", "warm_start:0", "eval:0"} <= set(stages):
+        raise EvolveError(f"from_round0: run {source!r} has not finished round 0 (run it first)")
+    ours = settings.model_dump(mode="json")
+    differ = [key for key in SAME_ROUND0 if (info.config or {}).get(key) != ours[key]]
+    if differ:
+        raise EvolveError(f"from_round0: run {source!r} differs in {', '.join(differ)}")
+    if not (home / "checkpoints" / "round0").is_dir():
+        raise EvolveError(f"from_round0: no round-0 checkpoint of {source!r} under {home}")
+    reused = [*ROUND0_STAGES, *(f"{name}:0" for name in settings.benchmarks)]
+    return {k: stages[k] for k in reused if k in stages} | {"round0_from": source}
 
 
 async def evolve(settings: EvolveSettings, console: Console) -> EvolveOutcome:
@@ -357,7 +489,14 @@ async def evolve(settings: EvolveSettings, console: Console) -> EvolveOutcome:
     stages = dict((runs.get(run_id).summary or {}).get("stages", {})) if resumed else {}
     if stages:
         console.print(f"resuming {run_id}: finished stages {', '.join(stages)}")
-    envs = _envs(settings)
+    round0_home = None
+    if settings.from_round0:
+        round0_home = home.parent / settings.from_round0
+        if "eval:0" not in stages:
+            stages |= round0_of(runs, settings, round0_home)
+            console.print(f"round 0 (sets, warm start, evaluation) reused from {settings.from_round0}")
+    envs, unseen = _envs(settings)
+    envs += benchmark_envs(settings)  # played, never trained on nor counted in the held-out figures
     pool = await start_pool(envs, settings.pool, console)
     ctx = Context(
         settings,
@@ -371,13 +510,18 @@ async def evolve(settings: EvolveSettings, console: Console) -> EvolveOutcome:
         categories_of(envs),
         home,
         stages,
+        unseen,
+        round0_home,
     )
     ctx.tracker = open_tracker(settings.tracker, run_id, settings.model_dump(mode="json"), home)
     try:
         await run_stages(ctx)
         evals = eval_stages(ctx.stages)
         if len(evals) > 1:
-            first, last = (runs.episodes(e["run_id"]) for e in (evals[0], evals[-1]))
+            first, last = (
+                [x for x in runs.episodes(e["run_id"]) if x.env not in ctx.unseen]
+                for e in (evals[0], evals[-1])
+            )
             ctx.stages["paired_vs_round0"] = paired(first, last).to_json()
         report = write_evolve_report(runs, run_id, ctx.stages, home / "report")
         runs.finish(run_id, "finished", {"stages": ctx.stages})

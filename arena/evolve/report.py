@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from arena.eval.stats import wilson_interval
+from arena.evolve.settings import BFCL_MULTI_TURN
 from arena.store import EpisodeSummary, RunStore
 
 
@@ -48,7 +49,17 @@ def _plot(out_dir: Path, evals: list[dict[str, Any]], modes: list[Counter[str]])
         [e["ci95"][1] - s for s, e in zip(success, evals, strict=True)],
     ]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    left.errorbar(rounds, success, yerr=errors, marker="o", capsize=4)
+    left.errorbar(rounds, success, yerr=errors, marker="o", capsize=4, label="trained environments")
+    if all("unseen" in e for e in evals):
+        unseen = [e["unseen"]["success"] for e in evals]
+        errors = [
+            [s - e["unseen"]["ci95"][0] for s, e in zip(unseen, evals, strict=True)],
+            [e["unseen"]["ci95"][1] - s for s, e in zip(unseen, evals, strict=True)],
+        ]
+        left.errorbar(
+            rounds, unseen, yerr=errors, marker="x", capsize=4, linestyle="--", label="never trained on"
+        )
+        left.legend(fontsize=7)
     left.set(xlabel="round", ylabel="held-out success", title="Held-out success (95% CI)", ylim=(0, 1))
     left.set_xticks(rounds)
     names = sorted({m for counter in modes for m in counter})
@@ -86,8 +97,16 @@ def write_evolve_report(runs: RunStore, run_id: str, stages: dict[str, Any], out
         "",
         "## Held-out success per round",
         "",
-        "| round | success | 95% CI | scored | training |",
-        "|---|---|---|---|---|",
+        *(
+            [
+                f"Never trained on (warm start, synthesis): {', '.join(unseen)}; its held-out tasks apart.",
+                "",
+            ]
+            if (unseen := sets.get("unseen_envs"))
+            else []
+        ),
+        "| round | success | 95% CI | scored | never-trained environments | training |",
+        "|---|---|---|---|---|---|",
     ]
     with (out_dir / "rounds.csv").open("w", newline="") as handle:
         writer = csv.writer(handle)
@@ -97,7 +116,7 @@ def write_evolve_report(runs: RunStore, run_id: str, stages: dict[str, Any], out
             summary = ", ".join(f"{k}={v:.3g}" for k, v in _flat(trained).items())
             lines.append(
                 f"| {r} | {_pct(e['success'])} | [{_pct(e['ci95'][0])}, {_pct(e['ci95'][1])}] | "
-                f"{e['scored']} | {summary} |"
+                f"{e['scored']} | {_unseen(e)} | {summary} |"
             )
             writer.writerow(
                 [r, f"{e['success']:.4f}", f"{e['ci95'][0]:.4f}", f"{e['ci95'][1]:.4f}", e["scored"]]
@@ -105,7 +124,7 @@ def write_evolve_report(runs: RunStore, run_id: str, stages: dict[str, Any], out
     if base := stages.get("eval:base"):
         lines.append(
             f"| base (before any training) | {_pct(base['success'])} | [{_pct(base['ci95'][0])}, "
-            f"{_pct(base['ci95'][1])}] | {base['scored']} | |"
+            f"{_pct(base['ci95'][1])}] | {base['scored']} | {_unseen(base)} | |"
         )
     if pair := stages.get("paired_vs_round0"):
         lines += [
@@ -113,6 +132,7 @@ def write_evolve_report(runs: RunStore, run_id: str, stages: dict[str, Any], out
             f"Last round vs round 0 on the same {pair['tasks']} tasks: {pair['gained']} gained, "
             f"{pair['lost']} lost (exact McNemar p = {pair['p_value']:.3g}).",
         ]
+    lines += _benchmarks(stages, count)
     lines += [
         "",
         "## By category",
@@ -135,8 +155,13 @@ def write_evolve_report(runs: RunStore, run_id: str, stages: dict[str, Any], out
     lines += ["", "## What targeted synthesis asked for", ""]
     for r in range(1, count):
         targeted = stages.get(f"targeted:{r}", {})
-        lines.append(f"Round {r} ({len(targeted.get('tasks', []))} tasks):")
+        lines.append(
+            f"Round {r} ({len(targeted.get('tasks', []))} tasks, mode {targeted.get('mode', 'gap')}):"
+        )
         lines += [f"- {batch['reason']}" for batch in targeted.get("batches", [])]
+        lines += [
+            f"- (gap targeting would have asked) {b['reason']}" for b in targeted.get("gap_batches", [])
+        ]
         weak = targeted.get("gaps", {}).get("weak_spots", [])[:3]
         lines += [
             f"  - weak spot: {w['env']} level {w['level']} ({w['failure_mode']}, "
@@ -149,6 +174,35 @@ def write_evolve_report(runs: RunStore, run_id: str, stages: dict[str, Any], out
     path = out_dir / "report.md"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def _interval(rate: dict[str, Any]) -> str:
+    return f"{_pct(rate['success'])} [{_pct(rate['ci95'][0])}, {_pct(rate['ci95'][1])}] (n={rate['scored']})"
+
+
+def _benchmarks(stages: dict[str, Any], count: int) -> list[str]:
+    """A table per fixed benchmark played every round: overall and per category, 95% intervals."""
+    lines: list[str] = []
+    for name in sorted({k.split(":")[0] for k in stages if k.startswith(f"{BFCL_MULTI_TURN}:")}):
+        played = {r: stages[f"{name}:{r}"] for r in range(count) if f"{name}:{r}" in stages}
+        categories = sorted({c for b in played.values() for c in b["by_category"]})
+        lines += [
+            "",
+            f"## {name} (fixed tasks every round, never trained on)",
+            "",
+            "| round | all | " + " | ".join(categories) + " | wall |",
+            "|" + "---|" * (len(categories) + 3),
+        ]
+        for r, b in played.items():
+            cells = [_interval(b["by_category"][c]) if c in b["by_category"] else "-" for c in categories]
+            lines.append(f"| {r} | {_interval(b)} | " + " | ".join(cells) + f" | {b.get('wall_s', '-')} s |")
+    return lines
+
+
+def _unseen(evaluation: dict[str, Any]) -> str:
+    if "unseen" not in evaluation:
+        return "-"
+    return _interval(evaluation["unseen"])
 
 
 def _flat(metrics: Any, prefix: str = "") -> dict[str, float]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -17,6 +17,10 @@ from arena.eval.settings import (
     TrackerSettings,
 )
 from arena.rollout.episode import EpisodeConfig
+
+
+class EvolveError(ValueError):
+    """A run that cannot start as configured (one line, naming the problem)."""
 
 
 class _Section(BaseModel):
@@ -45,12 +49,30 @@ class TaskSetSettings(_Section):
 class TargetedSettings(_Section):
     """Each round's targeted synthesis: how many tasks in all, the highest level it may ask for,
     whether the new tasks' reference solutions are also used for SFT before GRPO, and whether that SFT
-    replays the conversations of every earlier training stage (the warm start's, earlier rounds')."""
+    replays the conversations of every earlier training stage (the warm start's, earlier rounds').
+    ``mode`` ``uniform`` is the gap-blind control: the same count spread evenly over the environments and
+    levels 1..``max_level``, with its own seeds (the gap report is still recorded). ``sft_tokens``: train
+    each round's SFT on this many tokens (passes repeated until no example fits), so that arms whose
+    tasks differ in length train the same compute; None = the trainer's epochs."""
 
     tasks: int = Field(48, ge=1)
     max_level: int = Field(3, ge=1, le=5)
     sft: bool = True
     replay: bool = True
+    mode: Literal["gap", "uniform"] = "gap"
+    sft_tokens: int | None = Field(None, ge=1)
+
+
+BFCL_MULTI_TURN = "bfcl_multi_turn"
+
+
+class BfclSettings(_Section):
+    """The fixed BFCL v4 multi-turn subset of ``benchmarks=[bfcl_multi_turn]``: the first
+    ``tasks_per_category`` entries of each category, ``max_turns`` policy turns over all user turns."""
+
+    tasks_per_category: int = Field(5, ge=1, le=200)
+    categories: str | list[str] = "all"
+    max_turns: int = Field(120, ge=1)
 
 
 class TrainerSettings(BaseModel):
@@ -63,7 +85,12 @@ class TrainerSettings(BaseModel):
 
 
 class EvolveSettings(_Section):
-    """One self-evolving run."""
+    """One self-evolving run. ``heldout_envs``: environments never trained on (left out of the warm start
+    and every round's synthesis) but evaluated every round on their own held-out tasks; ``auto`` = the
+    last built-in by name when ``envs`` is ``all``, none otherwise. ``from_round0``: the id of a finished
+    run (same store and report directory) whose sets, warm start, checkpoint and round-0 evaluation this
+    run reuses instead of paying for them again. ``benchmarks``: fixed suites played every round beside
+    the held-out set (``bfcl_multi_turn``: ``bfcl.*``), never trained on."""
 
     policy: PolicySettings
     trainer: TrainerSettings
@@ -72,10 +99,14 @@ class EvolveSettings(_Section):
     rounds: int = Field(2, ge=0)
     base_eval: bool = True
     envs: str | list[str] = "all"
+    heldout_envs: str | list[str] = "auto"
+    from_round0: str | None = None
     seed: int = 0
     train_set: TaskSetSettings
     heldout: TaskSetSettings
     targeted: TargetedSettings = Field(default_factory=TargetedSettings)
+    benchmarks: list[Literal["bfcl_multi_turn"]] = Field(default_factory=list)
+    bfcl: BfclSettings = Field(default_factory=BfclSettings)
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
     store: StoreSettings = Field(default_factory=StoreSettings)
     pool: PoolSettings = Field(default_factory=PoolSettings)
@@ -93,6 +124,26 @@ class EvolveSettings(_Section):
         return own | {
             "trainer": trainer | {"verl": {k: v for k, v in data.items() if k not in cls.model_fields}}
         }
+
+    @field_validator("heldout_envs")
+    @classmethod
+    def _heldout_envs(cls, value: str | list[str]) -> str | list[str]:
+        return value if value == "auto" else [value] if isinstance(value, str) else value
+
+    def environments(self, builtins: list[str]) -> tuple[list[str], list[str]]:
+        """(environments trained on, environments only evaluated) of this run, ``builtins`` being the
+        built-in names; raises ``EvolveError`` when no environment is left to train on."""
+        names = (
+            list(builtins) if self.envs == "all" else [self.envs] if isinstance(self.envs, str) else self.envs
+        )
+        if self.heldout_envs == "auto":
+            unseen = [max(names)] if self.envs == "all" and len(names) > 1 else []
+        else:
+            unseen = list(dict.fromkeys(self.heldout_envs))
+        trained = [name for name in names if name not in unseen]
+        if not trained:
+            raise EvolveError(f"heldout_envs {unseen} leaves no environment to train on")
+        return trained, unseen
 
     def episode_config(self) -> EpisodeConfig:
         return EpisodeConfig(max_turns=self.rollout.max_turns, max_tokens=self.rollout.max_tokens)

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from arena.evolve.gaps import GapReport
+from task_synth.model import Task
 
 FRONTIER_SUCCESS = 0.5
 MASTERED_SUCCESS = 0.8
@@ -98,3 +99,28 @@ def allocate(
         )
         batches.append(Batch(env, n, levels, tools, reason))
     return batches
+
+
+def allocate_uniform(envs: list[str], budget: int, *, max_level: int = 5) -> list[Batch]:
+    """The gap-blind control: ``budget`` tasks split evenly over ``envs`` (the remainder to the first by
+    name), each environment's tasks over every level 1..``max_level``; no gap report is read."""
+    levels = list(range(1, max_level + 1))
+    batches = []
+    for env, n in _shares(dict.fromkeys(envs, 1.0), budget).items():
+        if n:
+            reason = f"{env}: uniform control, {n} of {budget} tasks at levels 1-{max_level}"
+            batches.append(Batch(env, n, levels, [], reason))
+    return batches
+
+
+def spread_over_levels(tasks: list[Task], n: int) -> list[Task]:
+    """``n`` of ``tasks`` taken level by level in turn (each level's tasks in their given order), so a
+    batch asked for several levels holds them in equal shares where the synthesis allows."""
+    by_level: dict[int, list[Task]] = {}
+    for task in tasks:
+        by_level.setdefault(task.difficulty, []).append(task)
+    ranked = sorted(
+        ((rank, level, task) for level, group in by_level.items() for rank, task in enumerate(group)),
+        key=lambda item: (item[0], item[1]),
+    )
+    return [task for _, _, task in ranked[:n]]

@@ -23,8 +23,9 @@ class RoundTrainer(Protocol):
         """The current policy (greedy for evaluation, sampling for rollouts)."""
         ...
 
-    def warm_start(self, examples: list[Conversation]) -> dict[str, float]:
-        """SFT on reference conversations; returns its metrics (loss before/after...)."""
+    def warm_start(self, examples: list[Conversation], tokens: int | None = None) -> dict[str, float]:
+        """SFT on reference conversations (on ``tokens`` tokens when given, whatever their number);
+        returns its metrics (loss, ``tokens`` trained on...)."""
         ...
 
     async def train_round(
@@ -36,7 +37,8 @@ class RoundTrainer(Protocol):
         progress: Callable[[str], None],
     ) -> dict[str, float]:
         """One round of RL on ``tasks``; saves a checkpoint in ``checkpoint_dir`` after every step and
-        resumes from the latest one there, so a killed round repeats no finished step."""
+        resumes from the latest one there, so a killed round repeats no finished step. Its metrics
+        include ``update_tokens`` (tokens the updates trained on) when the trainer counts them."""
         ...
 
     def save(self, directory: Path) -> None:

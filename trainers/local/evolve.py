@@ -48,10 +48,13 @@ def current_policy(trainer: GRPOTrainer, *, greedy: bool) -> HFPolicy:
 
 
 def sft_on(
-    trainer: GRPOTrainer, examples: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]
+    trainer: GRPOTrainer,
+    examples: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]],
+    tokens: int | None = None,
 ) -> dict[str, float]:
-    """SFT ``trainer`` on (messages, tools) conversations; its numeric metrics and the last epoch's loss."""
-    metrics = trainer.sft([SFTExample(messages, tools) for messages, tools in examples])
+    """SFT ``trainer`` on (messages, tools) conversations (on ``tokens`` tokens when given); its numeric
+    metrics and the last epoch's loss."""
+    metrics = trainer.sft([SFTExample(messages, tools) for messages, tools in examples], tokens=tokens)
     losses = metrics.get("epoch_loss") or []
     return {k: float(v) for k, v in metrics.items() if isinstance(v, int | float)} | {
         "final_epoch_loss": float(losses[-1]) if losses else float("nan")
@@ -69,9 +72,9 @@ class LocalRoundTrainer:
         return current_policy(self.trainer, greedy=greedy)
 
     def warm_start(
-        self, examples: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]
+        self, examples: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]], tokens: int | None = None
     ) -> dict[str, float]:
-        return sft_on(self.trainer, examples)
+        return sft_on(self.trainer, examples, tokens)
 
     async def train_round(
         self,
@@ -90,13 +93,14 @@ class LocalRoundTrainer:
             )
             progress(f"resuming at GRPO step {done[-1] + 1} of {self.steps_per_round}")
         per_step = self.trainer.config.tasks_per_step
-        successes, losses = [], []
+        successes, losses, update_tokens = [], [], 0
         for step in range(len(done), self.steps_per_round):
             batch = [tasks[(step * per_step + i) % len(tasks)] for i in range(min(per_step, len(tasks)))]
             metrics = await self.trainer.grpo_step(sessions, batch, config)
             self.trainer.save(checkpoint_dir / f"{STEP_PREFIX}{step}")
             successes.append(metrics.success)
             losses.append(metrics.pg_loss)
+            update_tokens += metrics.update_tokens
             progress(
                 f"GRPO step {step + 1}/{self.steps_per_round}: {metrics.batch_episodes} episodes, "
                 f"success {metrics.success:.0%}, pg_loss {metrics.pg_loss:.4f}, kl {metrics.kl:.4f}, "
@@ -106,6 +110,7 @@ class LocalRoundTrainer:
             "steps": float(self.steps_per_round),
             "rollout_success_mean": sum(successes) / len(successes) if successes else 0.0,
             "pg_loss_last": losses[-1] if losses else 0.0,
+            "update_tokens": float(update_tokens),
         }
 
     def save(self, directory: Path) -> None:

@@ -106,11 +106,13 @@ class GRPOTrainer:
         self._policy_loss = get_policy_loss_fn("vanilla")
 
     # -- SFT ------------------------------------------------------------------------------------------
-    def sft(self, examples: Sequence[SFTExample]) -> dict[str, Any]:
+    def sft(self, examples: Sequence[SFTExample], *, tokens: int | None = None) -> dict[str, Any]:
         """Imitate the assistant turns of ``examples`` (token-mean cross-entropy): first
         ``config.sft_first_turn_epochs`` epochs on each conversation cut after its first assistant turn,
         then ``config.epochs`` epochs on the whole conversations. Conversations longer than the context
-        limit are left out and counted."""
+        limit are left out and counted. ``tokens``: instead of the epochs, whole-conversation passes until
+        no example fits in the tokens left (below it by less than the shortest example), for equal compute
+        on different data."""
         config, started = self.config, time.perf_counter()
         encoded = [encode_conversation(self.tokenizer, e.messages, e.tools) for e in examples]
         kept = [t for t in encoded if len(t.prompt_ids) + len(t.response_ids) <= config.context_limit]
@@ -119,8 +121,12 @@ class GRPOTrainer:
         for group in self.optimizer.param_groups:
             group["lr"] = config.sft_lr
         self.model.train()
-        first_losses, first_tokens = self._sft_epochs(first_turns, config.sft_first_turn_epochs, order)
-        losses, tokens = self._sft_epochs(kept, config.epochs, order)
+        if tokens is None:
+            first_losses, first_tokens = self._sft_epochs(first_turns, config.sft_first_turn_epochs, order)
+            losses, seen = self._sft_epochs(kept, config.epochs, order)
+        else:
+            first_losses, first_tokens = [], 0
+            losses, seen = self._sft_epochs(kept, 0, order, budget=tokens)
         for group in self.optimizer.param_groups:
             group["lr"] = config.lr
         elapsed = time.perf_counter() - started
@@ -129,22 +135,31 @@ class GRPOTrainer:
             "too_long": len(encoded) - len(kept),
             "first_turn_epoch_loss": first_losses,
             "epoch_loss": losses,
-            "tokens": first_tokens + tokens,
-            "tokens_per_s": (first_tokens + tokens) / elapsed if elapsed else 0.0,
+            "tokens": first_tokens + seen,
+            "tokens_per_s": (first_tokens + seen) / elapsed if elapsed else 0.0,
             "s": elapsed,
         }
 
     def _sft_epochs(
-        self, trajectories: list[TokenTrajectory], epochs: int, order: random.Random
+        self,
+        trajectories: list[TokenTrajectory],
+        epochs: int,
+        order: random.Random,
+        budget: int | None = None,
     ) -> tuple[list[float], int]:
-        """``epochs`` passes over ``trajectories`` in length-grouped batches: each epoch's mean loss, and
-        the tokens seen."""
+        """``epochs`` passes over ``trajectories`` in length-grouped batches (with a ``budget``: passes
+        until no example fits in the tokens left, each batch keeping the examples that fit, so the total
+        stays within the shortest example below the budget): each pass's mean loss, and the tokens seen."""
         losses, tokens = [], 0
-        for _ in range(epochs):
+        while trajectories and (len(losses) < epochs or budget is not None):
             epoch = []
             for batch in _length_grouped(trajectories, self.config.sft_batch_size, order):
+                if budget is not None and not (batch := _within(batch, budget - tokens)):
+                    continue
                 epoch.append(self._sft_update(batch))
-                tokens += sum(len(t.prompt_ids) + len(t.response_ids) for t in batch)
+                tokens += sum(_length(t) for t in batch)
+            if budget is not None and not epoch:
+                break
             losses.append(float(np.mean(epoch)) if epoch else float("nan"))
         return losses, tokens
 
@@ -365,6 +380,20 @@ class GRPOTrainer:
 
 PROMPT_KEY_TOKENS = 256
 """Leading prompt tokens that tell apart the environments (the system prompt and the first tool lines)."""
+
+
+def _length(trajectory: TokenTrajectory) -> int:
+    return len(trajectory.prompt_ids) + len(trajectory.response_ids)
+
+
+def _within(batch: list[TokenTrajectory], room: int) -> list[TokenTrajectory]:
+    """The examples of ``batch``, in order, that fit together in ``room`` tokens."""
+    kept: list[TokenTrajectory] = []
+    for trajectory in batch:
+        if _length(trajectory) <= room:
+            kept.append(trajectory)
+            room -= _length(trajectory)
+    return kept
 
 
 def _length_grouped(

@@ -80,9 +80,9 @@ class VerlRoundTrainer:
         return current_policy(self.local, greedy=greedy)
 
     def warm_start(
-        self, examples: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]]
+        self, examples: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]], tokens: int | None = None
     ) -> dict[str, float]:
-        return sft_on(self.local, examples)
+        return sft_on(self.local, examples, tokens)
 
     async def train_round(
         self,
