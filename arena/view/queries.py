@@ -350,7 +350,7 @@ def flips(session: Session, before: str, after: str) -> list[Flip]:
 def evolve_rounds(run: RunRow) -> list[Round]:
     """The rounds an evolve run's stages record, in order (a running run shows those finished)."""
     stages: dict[str, Any] = (run.summary or {}).get("stages", {})
-    indices = sorted(int(key.split(":")[1]) for key in stages if key.startswith("eval:"))
+    indices = sorted(int(key[5:]) for key in stages if key.startswith("eval:") and key[5:].isdigit())
     rounds = []
     for index in indices:
         training = stages.get(f"train:{index}") or (stages.get("warm_start:0", {}) if index == 0 else {})
