@@ -46,12 +46,15 @@ def verl_config(model_dir: Path, train_files: Path, pool_name: str, *overrides: 
 class ScriptedServer:
     """A rollout server replaying a script, token-in/token-out. The task's request says how to play:
     ``[scripted: correct]`` calls get_book then answers the copy count, ``wrong`` answers one more,
-    ``tool_error`` first calls get_book with a bad id, ``crash`` raises, ``die`` kills the server."""
+    ``tool_error`` first calls get_book with a bad id, ``crash`` raises, ``die`` kills the server,
+    ``alternate`` plays ``correct`` and ``wrong`` by turns over trajectories (a GRPO group with both
+    verdicts)."""
 
     def __init__(self, model_dir: str, copies: int) -> None:
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         self.copies = copies
         self.replies: list[str] = []
+        self.alternates: dict[str, str] = {}
 
     async def generate(
         self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any
@@ -59,6 +62,9 @@ class ScriptedServer:
         text = self.tokenizer.decode(prompt_ids)
         mode = MODE.search(text)
         play = mode.group(1) if mode else "correct"
+        if play == "alternate":
+            turns = ("correct", "wrong")
+            play = self.alternates.setdefault(request_id, turns[len(self.alternates) % 2])
         results = text.count("<|tool|>")
         if play == "crash":
             raise RuntimeError("scripted crash")
