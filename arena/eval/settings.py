@@ -61,6 +61,9 @@ class HFPolicySettings(_Section):
     max_new_tokens: int = Field(256, ge=1)
     context_tokens: int = Field(4096, ge=64)
     precision: Literal["auto", "bf16", "fp32"] = "auto"
+    tool_result_chars: int | None = Field(
+        None, ge=1, description="characters of each tool result the model sees; null: its template's default"
+    )
 
 
 PolicySettings = Annotated[

@@ -28,7 +28,7 @@ from arena.evolve.settings import BFCL_MULTI_TURN, EvolveError, EvolveSettings
 from arena.evolve.targeting import allocate, allocate_uniform, spread_over_levels
 from arena.evolve.trainer import Conversation, RoundTrainer, make_trainer
 from arena.policies.scripted import ReferencePolicy
-from arena.rollout.conversation import messages_of
+from arena.rollout.conversation import answer_visible, messages_of
 from arena.rollout.episode import EpisodeConfig, tool_specs
 from arena.store import Database, ProfileStore, RunStore, TaskStore
 from environments.paths import arena_home
@@ -156,11 +156,22 @@ async def reference_conversations(ctx: Context, tasks: list[Task], run_id: str) 
 
 
 async def recorded_conversations(ctx: Context, run_ids: list[str]) -> list[Conversation]:
-    """The passed episodes of the reference runs ``run_ids``, as SFT conversations."""
+    """The passed episodes of the reference runs ``run_ids``, as SFT conversations; with the policy's
+    ``tool_result_chars`` set, those whose answer lies past that cut of tool results are left out."""
     records = [r for run_id in run_ids for r in ctx.runs.episode_records(run_id, passed=True)]
     tools = await _tools(ctx, {r.env for r in records})
     system = ctx.settings.episode_config().system_prompt
-    return [(messages_of(record, system), tools[record.env]) for record in records]
+    conversations = [(messages_of(record, system), tools[record.env]) for record in records]
+    cut = getattr(ctx.settings.policy, "tool_result_chars", None)
+    if cut is None:
+        return conversations
+    kept = [(messages, tools) for messages, tools in conversations if answer_visible(messages, cut)]
+    if len(kept) < len(conversations):
+        ctx.console.print(
+            f"  {len(conversations) - len(kept)} of {len(conversations)} reference conversations left out "
+            f"of SFT: their answer lies past the {cut}-character cut of tool results"
+        )
+    return kept
 
 
 def _reference_run(ctx: Context, round_: int) -> str:

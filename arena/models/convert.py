@@ -12,9 +12,12 @@ import torch
 from safetensors import SafetensorError
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
-from arena.models.chat_template import chatml_tools_template
+from arena.models.chat_template import TOOL_RESULT_CHARS, chatml_tools_template
 
 TEMPLATE_INFO = "arena_template.json"
+TEMPLATE_VERSION = 2
+"""Raised when the template changes; an older conversion is converted again on first use (version 2: the
+tool-result cut became a render variable, its default 1,000 characters instead of 400)."""
 
 
 class ModelError(RuntimeError):
@@ -70,7 +73,12 @@ def check_template(tokenizer: PreTrainedTokenizerBase) -> None:
 
 
 def convert_gguf(
-    gguf: Path, target: Path, *, eos_token: str, pad_token: str, tool_result_chars: int = 400
+    gguf: Path,
+    target: Path,
+    *,
+    eos_token: str,
+    pad_token: str,
+    tool_result_chars: int = TOOL_RESULT_CHARS,
 ) -> Path:
     """Dequantize ``gguf`` into a float32 Hugging Face folder at ``target`` with the arena's chat template
     (``arena.models.chat_template``) and the given end-of-turn and padding tokens."""
@@ -98,7 +106,11 @@ def convert_gguf(
         scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
         model.save_pretrained(scratch)
         tokenizer.save_pretrained(scratch)
-        info = {"source": gguf.name, "tool_result_chars": tool_result_chars}
+        info = {
+            "source": gguf.name,
+            "template": TEMPLATE_VERSION,
+            "tool_result_chars": tool_result_chars,
+        }
         (scratch / TEMPLATE_INFO).write_text(json.dumps(info))
         if target.exists():
             shutil.rmtree(target)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from pathlib import Path
 from rich.console import Console
 
 from arena.models.catalog import CATALOG, PinnedModel, pinned
-from arena.models.convert import ModelError, convert_gguf
+from arena.models.convert import TEMPLATE_INFO, TEMPLATE_VERSION, ModelError, convert_gguf
 from environments.paths import arena_home
 
 NO_FETCH_ENV = "ARENA_MODEL_NO_FETCH"
@@ -35,7 +36,13 @@ def model_dir(name: str) -> Path:
 
 
 def is_fetched(name: str) -> bool:
-    return (model_dir(name) / DONE_MARKER).is_file()
+    """Whether ``name`` is converted, with the current chat template (an older one is converted again)."""
+    folder = model_dir(name)
+    try:
+        info = json.loads((folder / TEMPLATE_INFO).read_text())
+    except (OSError, ValueError):
+        return False
+    return (folder / DONE_MARKER).is_file() and info.get("template") == TEMPLATE_VERSION
 
 
 def sha256_of(path: Path) -> str:

@@ -34,7 +34,8 @@ class HFPolicyConfig:
     longer than ``context_limit`` tokens is refused; at most ``max_batch`` turns are generated together.
     ``precision`` is ``bf16`` (autocast) or ``fp32`` (``arena.policies.precision`` resolves ``auto``);
     ``reuse_cache`` keeps each episode's keys and values between its turns and each environment's prompt
-    prefix across episodes."""
+    prefix across episodes; ``tool_result_chars`` is how much of each tool result the chat template shows
+    (None: the template's own default)."""
 
     path: str = ""
     device: str = "cpu"
@@ -46,17 +47,38 @@ class HFPolicyConfig:
     seed: int = 0
     precision: str = "fp32"
     reuse_cache: bool = True
+    tool_result_chars: int | None = None
+
+
+def check_tool_result_chars(tokenizer: PreTrainedTokenizerBase, tool_result_chars: int | None) -> None:
+    """Refuse a ``tool_result_chars`` setting that the tokenizer's chat template would silently ignore."""
+    if tool_result_chars is not None and "tool_result_chars" not in str(tokenizer.chat_template or ""):
+        raise ValueError(
+            "tool_result_chars is set but this model's chat template does not cut tool results "
+            "(only the arena's templates do: arena model fetch, the tiny preset); set it to null"
+        )
 
 
 class ChatRenderer:
-    """The chat template applied incrementally: the tokens that a conversation adds to an earlier one."""
+    """The chat template applied incrementally: the tokens that a conversation adds to an earlier one
+    (tool results cut to ``tool_result_chars`` characters; None: the template's default)."""
 
-    def __init__(self, tokenizer: PreTrainedTokenizerBase, tools: list[dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        tokenizer: PreTrainedTokenizerBase,
+        tools: list[dict[str, Any]],
+        tool_result_chars: int | None = None,
+    ) -> None:
         self.tokenizer, self.tools = tokenizer, tools
+        self.variables = {} if tool_result_chars is None else {"tool_result_chars": tool_result_chars}
 
     def text(self, messages: list[dict[str, Any]], generation_prompt: bool) -> str:
         return self.tokenizer.apply_chat_template(
-            messages, tools=self.tools or None, tokenize=False, add_generation_prompt=generation_prompt
+            messages,
+            tools=self.tools or None,
+            tokenize=False,
+            add_generation_prompt=generation_prompt,
+            **self.variables,
         )
 
     def encode(self, text: str) -> list[int]:
@@ -77,11 +99,14 @@ class ChatRenderer:
 
 
 def encode_conversation(
-    tokenizer: PreTrainedTokenizerBase, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    tokenizer: PreTrainedTokenizerBase,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    tool_result_chars: int | None = None,
 ) -> TokenTrajectory:
     """A whole recorded conversation as the trajectory a policy would have built: the prompt up to the
     first assistant turn, then assistant turns with mask 1 and everything else with mask 0."""
-    renderer = ChatRenderer(tokenizer, tools)
+    renderer = ChatRenderer(tokenizer, tools, tool_result_chars)
     first = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), len(messages))
     trajectory = TokenTrajectory(renderer.encode(renderer.text(messages[:first], True)))
     for index in range(first, len(messages)):
@@ -104,6 +129,7 @@ class HFPolicy:
     ) -> None:
         if tokenizer.eos_token_id is None:
             raise ValueError("the tokenizer has no eos_token: generation could never end")
+        check_tool_result_chars(tokenizer, config.tool_result_chars)
         self.model, self.tokenizer, self.config = model, tokenizer, config
         self.name = f"hf:{config.path or model.name_or_path}"
         self._pending: list[tuple[GenerationRequest, asyncio.Future[GenerationResult]]] = []
@@ -145,6 +171,7 @@ class HFPolicy:
             context_limit=settings.context_tokens,
             seed=seed,
             precision=resolve_precision(getattr(settings, "precision", "auto"), device),
+            tool_result_chars=getattr(settings, "tool_result_chars", None),
         )
         return cls.load(config)
 
@@ -200,7 +227,7 @@ class HFEpisode:
 
     def __init__(self, policy: HFPolicy, tools: list[dict[str, Any]]) -> None:
         self.policy = policy
-        self.renderer = ChatRenderer(policy.tokenizer, tools)
+        self.renderer = ChatRenderer(policy.tokenizer, tools, policy.config.tool_result_chars)
         self._trajectory: TokenTrajectory | None = None
         self._seen = 0  # messages already in the buffer (the last one: this policy's own turn)
         self._cache: KV | None = None  # keys and values of the buffer's first ``_cached`` tokens

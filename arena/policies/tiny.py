@@ -27,6 +27,7 @@ ROLE_TOKENS = ["<|system|>", "<|user|>", "<|assistant|>", "<|tool|>"]
 CALL_TOKENS = ["<tool_call>", "</tool_call>"]
 
 CHAT_TEMPLATE = (
+    "{%- set cut = tool_result_chars | default(TOOL_CHARS) -%}"
     "{%- macro tool_lines(tools) -%}"
     "{%- for tool in tools -%}{%- set f = tool.function if tool.function is defined else tool -%}"
     "{{ '\\n' }}{{ f.name }}("
@@ -52,7 +53,7 @@ CHAT_TEMPLATE = (
     "{{ f.arguments if f.arguments is string else f.arguments | tojson }}}</tool_call>"
     "{%- endfor -%}<|end|>"
     "{%- else -%}{%- set text = m.content if m.content is string else m.content | tojson -%}"
-    "<|{{ m.role }}|>{{ text[:TOOL_CHARS] if m.role == 'tool' else text }}<|end|>"
+    "<|{{ m.role }}|>{{ text[:cut] if m.role == 'tool' else text }}<|end|>"
     "{%- endif -%}"
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}<|assistant|>{%- endif -%}"
@@ -73,7 +74,8 @@ class TinySize:
 
 
 def chat_template(tool_result_chars: int) -> str:
-    """The tiny chat template, showing the first ``tool_result_chars`` characters of each tool result."""
+    """The tiny chat template, showing the first ``tool_result_chars`` characters of each tool result
+    (unless the render variable of that name says otherwise)."""
     return CHAT_TEMPLATE.replace("TOOL_CHARS", str(tool_result_chars))
 
 

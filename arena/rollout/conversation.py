@@ -58,3 +58,33 @@ def messages_of(record: EpisodeRecord, system_prompt: str) -> list[dict[str, Any
             messages.append(format_error_message(turn.format_error))
         messages += [tool_message(call) for call in turn.tool_calls]
     return messages
+
+
+def _answer_leaves(value: Any) -> list[str | int | float]:
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in _answer_leaves(item)]
+    if isinstance(value, list):
+        return [leaf for item in value for leaf in _answer_leaves(item)]
+    return [] if isinstance(value, bool) or not isinstance(value, str | int | float) else [value]
+
+
+def answer_visible(messages: list[dict[str, Any]], tool_result_chars: int) -> bool:
+    """Whether every string and number of the final JSON answer appears in what the model saw before it
+    (tool results cut to ``tool_result_chars`` characters, as the chat template shows them): SFT on an
+    answer it could not read teaches a model to make values up. A final turn that is not a JSON answer
+    counts as visible (nothing to check)."""
+    if not messages or messages[-1]["role"] != "assistant" or messages[-1].get("tool_calls"):
+        return True
+    try:
+        answer = json.loads(messages[-1].get("content") or "")
+    except ValueError:
+        return True
+    seen = "\n".join(
+        (text[:tool_result_chars] if m["role"] == "tool" else text)
+        for m in messages[:-1]
+        for text in [m["content"] if isinstance(m.get("content"), str) else json.dumps(m.get("content"))]
+    )
+    return all(
+        json.dumps(leaf)[1:-1] in seen or leaf in seen if isinstance(leaf, str) else json.dumps(leaf) in seen
+        for leaf in _answer_leaves(answer)
+    )

@@ -17,7 +17,8 @@ class TrainerConfig:
     step (the later ones are off-policy, so the clipped ratio matters). ``precision`` is ``bf16`` (autocast)
     or ``fp32``; ``lora_rank`` > 0 trains LoRA adapters on every linear layer instead of all weights
     (merged into every saved checkpoint); ``train_top_layers`` > 0 trains (or adapts) only that many top
-    decoder layers: the backward pass stops below them (0: every layer)."""
+    decoder layers: the backward pass stops below them (0: every layer). ``tool_result_chars`` is the
+    policy's cut of tool results in the chat template (None: the template's default)."""
 
     lr: float = 2e-4
     sft_lr: float = 1e-3
@@ -45,6 +46,7 @@ class TrainerConfig:
     lora_rank: int = 0
     lora_alpha: float = 32.0
     train_top_layers: int = 0
+    tool_result_chars: int | None = None
 
 
 @dataclass

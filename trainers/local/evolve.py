@@ -20,7 +20,7 @@ STEP_PREFIX = "step"
 
 def trainer_config(trainer: dict[str, Any], policy: dict[str, Any]) -> TrainerConfig:
     """``TrainerConfig`` from the trainer's keys, with the policy's sampling settings (temperature,
-    top_p, max_new_tokens, context, device)."""
+    top_p, max_new_tokens, context, device) and its cut of tool results."""
     names = {f.name for f in dataclasses.fields(TrainerConfig)}
     values = {k: v for k, v in trainer.items() if k in names}
     sampling = {
@@ -28,6 +28,7 @@ def trainer_config(trainer: dict[str, Any], policy: dict[str, Any]) -> TrainerCo
         "top_p": policy.get("top_p"),
         "max_new_tokens": policy.get("max_new_tokens"),
         "context_limit": policy.get("context_tokens"),
+        "tool_result_chars": policy.get("tool_result_chars"),
     }
     values |= {k: v for k, v in sampling.items() if v is not None}
     device = policy.get("device", "auto")

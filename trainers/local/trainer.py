@@ -92,6 +92,7 @@ class GRPOTrainer:
                 max_batch=config.concurrency,
                 seed=config.seed,
                 precision=config.precision,
+                tool_result_chars=config.tool_result_chars,
             ),
         )
         self._actor = ActorConfig(
@@ -114,7 +115,10 @@ class GRPOTrainer:
         no example fits in the tokens left (below it by less than the shortest example), for equal compute
         on different data."""
         config, started = self.config, time.perf_counter()
-        encoded = [encode_conversation(self.tokenizer, e.messages, e.tools) for e in examples]
+        encoded = [
+            encode_conversation(self.tokenizer, e.messages, e.tools, config.tool_result_chars)
+            for e in examples
+        ]
         kept = [t for t in encoded if len(t.prompt_ids) + len(t.response_ids) <= config.context_limit]
         first_turns = [first_turn(t) for t in kept] if config.sft_first_turn_epochs else []
         order = random.Random(config.seed)
