@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
+from transformers.utils import logging as hf_logging
 
 from arena.models.chat_template import TOOL_RESULT_CHARS, chatml_tools_template
 
@@ -85,11 +86,15 @@ def convert_gguf(
     gguf = Path(gguf)
     if not gguf.is_file():
         raise ModelError(f"no GGUF file at {gguf}")
+    hf_logging.disable_progress_bar()  # the fetch reports its own progress, one line a step
     try:
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     except Exception as exc:  # the gguf reader raises many kinds of error on a damaged file
         raise ModelError(f"{gguf.name} is not a readable GGUF model (corrupt or truncated?): {exc}") from None
+    finally:
+        hf_logging.enable_progress_bar()
+    tokenizer.clean_up_tokenization_spaces = False  # a BPE tokenizer: cleaning would only warn on every load
     vocabulary = tokenizer.get_vocab()
     for token in (eos_token, pad_token):
         if token not in vocabulary:
