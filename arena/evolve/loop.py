@@ -301,7 +301,9 @@ async def stage_targeted(
     episodes = [e for e in ctx.runs.episodes(previous_eval) if e.env not in ctx.unseen]
     report = analyse(episodes, tasks)
     s = ctx.settings
-    gap_batches = allocate(report, ctx.seen, s.targeted.tasks, max_level=s.targeted.max_level)
+    gap_batches = allocate(
+        report, ctx.seen, s.targeted.tasks, max_level=s.targeted.max_level, reach=s.targeted.reach
+    )
     uniform = s.targeted.mode == "uniform"
     batches = (
         allocate_uniform(ctx.seen, s.targeted.tasks, max_level=s.targeted.max_level)

@@ -18,7 +18,7 @@ from task_synth.model import Task
 FRONTIER_SUCCESS = 0.5
 MASTERED_SUCCESS = 0.8
 REACH = 1
-"""Levels above the frontier that a round practises."""
+"""Levels above the frontier that a round practises by default (``targeted.reach``)."""
 
 
 @dataclass(frozen=True)
@@ -58,21 +58,27 @@ def frontier(report: GapReport, env: str, max_level: int) -> int:
     return max(passed, default=1)
 
 
-def gap_levels(report: GapReport, env: str, max_level: int) -> list[int]:
-    """The levels to practise: the frontier and the ``REACH`` levels above it (at most ``max_level``),
+def gap_levels(report: GapReport, env: str, max_level: int, reach: int = REACH) -> list[int]:
+    """The levels to practise: the frontier and the ``reach`` levels above it (at most ``max_level``),
     each level the last evaluation did not master (success below 80%, or not evaluated); the level above
     the frontier if all are mastered."""
     edge = frontier(report, env, max_level)
     levels = [
         level
-        for level in range(edge, min(edge + REACH, max_level) + 1)
+        for level in range(edge, min(edge + reach, max_level) + 1)
         if (rate := report.rate("env_level", f"{env}:{level}")) is None or rate.success < MASTERED_SUCCESS
     ]
     return levels or [min(edge + 1, max_level)]
 
 
 def allocate(
-    report: GapReport, envs: list[str], budget: int, *, max_level: int = 5, floor: float = 0.15
+    report: GapReport,
+    envs: list[str],
+    budget: int,
+    *,
+    max_level: int = 5,
+    floor: float = 0.15,
+    reach: int = REACH,
 ) -> list[Batch]:
     """Split ``budget`` tasks over ``envs`` by weakness; one batch per environment that gets any."""
     weights = {}
@@ -84,7 +90,7 @@ def allocate(
         if n == 0:
             continue
         edge = frontier(report, env, max_level)
-        levels = gap_levels(report, env, max_level)
+        levels = gap_levels(report, env, max_level, reach)
         spots = [s for s in report.weak_spots if s.env == env]
         tools = list(dict.fromkeys(t for s in spots for t in s.tools))[:3]
         rate = report.rate("env", env)
@@ -94,7 +100,7 @@ def allocate(
         weakest = f", weakest at level {spots[0].level} ({spots[0].failure_mode})" if spots else ""
         reason = (
             f"{env}: {seen}{weakest}; {n} of {budget} tasks at levels {levels[0]}-{levels[-1]} "
-            f"(not mastered, from its frontier: level {edge}, up to {REACH} above)"
+            f"(not mastered, from its frontier: level {edge}, up to {reach} above)"
             + (f", favouring {', '.join(tools)}" if tools else "")
         )
         batches.append(Batch(env, n, levels, tools, reason))
