@@ -53,10 +53,12 @@ class TargetedSettings(_Section):
     ``mode`` ``uniform`` is the gap-blind control: the same count spread evenly over the environments and
     levels 1..``max_level``, with its own seeds (the gap report is still recorded). ``sft_tokens``: train
     each round's SFT on this many tokens (passes repeated until no example fits), so that arms whose
-    tasks differ in length train the same compute; None = the trainer's epochs."""
+    tasks differ in length train the same compute; None = the trainer's epochs. ``reach``: levels above
+    each environment's frontier that ``gap`` mode practises (``arena.evolve.targeting``)."""
 
     tasks: int = Field(48, ge=1)
     max_level: int = Field(3, ge=1, le=5)
+    reach: int = Field(1, ge=0, le=4)
     sft: bool = True
     replay: bool = True
     mode: Literal["gap", "uniform"] = "gap"
