@@ -70,6 +70,9 @@ async def test_a_weakened_environment_ranks_first_and_gets_more_targeted_tasks(t
         # a mastered environment climbs to the level no held-out task tried
         assert weak_batch.levels == [1, 2] and WEAK in weak_batch.reason
         assert all(b.levels == [3] for b in batches if b.env == "library")
+        frontier_only = allocate(report, ENVS, budget=12, max_level=3, reach=0)
+        assert [b.levels for b in frontier_only if b.env == WEAK] == [[1]]
+        assert "up to 0 above" in next(b.reason for b in frontier_only if b.env == WEAK)
         made = await synthesized_tasks(
             pool, WEAK, weak_batch.n, weak_batch.levels, 99, "round1", store, profiles
         )
