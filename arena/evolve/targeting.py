@@ -17,7 +17,7 @@ from task_synth.model import Task
 
 FRONTIER_SUCCESS = 0.5
 MASTERED_SUCCESS = 0.8
-REACH = 1
+REACH = 0
 """Levels above the frontier that a round practises by default (``targeted.reach``)."""
 
 
@@ -71,6 +71,10 @@ def gap_levels(report: GapReport, env: str, max_level: int, reach: int = REACH) 
     return levels or [min(edge + 1, max_level)]
 
 
+def _levels_text(levels: list[int]) -> str:
+    return f"level {levels[0]}" if len(levels) == 1 else f"levels {levels[0]}-{levels[-1]}"
+
+
 def allocate(
     report: GapReport,
     envs: list[str],
@@ -99,7 +103,7 @@ def allocate(
         )
         weakest = f", weakest at level {spots[0].level} ({spots[0].failure_mode})" if spots else ""
         reason = (
-            f"{env}: {seen}{weakest}; {n} of {budget} tasks at levels {levels[0]}-{levels[-1]} "
+            f"{env}: {seen}{weakest}; {n} of {budget} tasks at {_levels_text(levels)} "
             f"(not mastered, from its frontier: level {edge}, up to {reach} above)"
             + (f", favouring {', '.join(tools)}" if tools else "")
         )
