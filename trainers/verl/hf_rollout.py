@@ -27,6 +27,8 @@ from typing import Any
 import ray
 import torch
 from omegaconf import DictConfig
+from verl.plugin.platform import get_platform
+from verl.utils.device import get_device_name, get_torch_device
 from verl.workers.rollout import base as rollout_base
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, RolloutReplicaRegistry, TokenOutput
@@ -68,12 +70,18 @@ class HFRolloutServer:
 
         self.config, self.replica_rank = config, replica_rank  # verl's RolloutConfig
         overrides = model_config.get("override_config") or {}
-        self.model = AutoModelForCausalLM.from_pretrained(
-            _model_path(model_config),
-            torch_dtype=getattr(torch, str(config.dtype or "float32")),
-            attn_implementation=overrides.get("attn_implementation") or "sdpa",
-            trust_remote_code=bool(model_config.get("trust_remote_code", False)),
-        ).eval()
+        # verl's device where this process sees one (cuda beside the trainer rank), else the CPU
+        self.device = torch.device(get_device_name() if get_torch_device().is_available() else "cpu")
+        self.model = (
+            AutoModelForCausalLM.from_pretrained(
+                _model_path(model_config),
+                dtype=getattr(torch, str(config.dtype or "float32")),
+                attn_implementation=overrides.get("attn_implementation") or "sdpa",
+                trust_remote_code=bool(model_config.get("trust_remote_code", False)),
+            )
+            .to(self.device)
+            .eval()
+        )
         self.eos = self.model.generation_config.eos_token_id
         self.lock = asyncio.Lock()
         self.global_steps: int | None = None
@@ -96,7 +104,7 @@ class HFRolloutServer:
         stops = [*([self.eos] if isinstance(self.eos, int) else self.eos or [])]
         stops += [t for t in sampling_params.get("stop_token_ids") or [] if t not in stops]
         top_k = int(sampling_params.get("top_k", -1))
-        prompt = torch.tensor([prompt_ids], dtype=torch.long)
+        prompt = torch.tensor([prompt_ids], dtype=torch.long, device=self.device)
         with torch.no_grad():
             out = self.model.generate(
                 prompt,
@@ -147,7 +155,7 @@ class HFRolloutServer:
         async with self.lock:  # never between two tokens of a generation
             with torch.no_grad():
                 for name, tensor in weights.items():
-                    params[name].copy_(tensor)
+                    params[name].copy_(tensor.to(self.device))
         self.global_steps = global_steps
         return len(weights)
 
@@ -202,6 +210,8 @@ class HFReplica(RolloutReplica):
                 # as vLLM's server shares the trainer's GPUs (vllm_async_server.py:1377)
                 num_cpus=0,
                 scheduling_strategy=placement,
+                # keep the node's devices visible, as vLLM's server does (vllm_async_server.py:1372-1375)
+                runtime_env={"env_vars": {var: "1" for var in get_platform().ray_noset_envvars()}},
                 name=name,
                 max_concurrency=self.max_concurrency,
             )
