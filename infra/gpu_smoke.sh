@@ -4,11 +4,11 @@
 #   MODEL=Qwen/Qwen3-0.6B bash infra/gpu_smoke.sh        # on a GPU machine with the project installed
 #
 # Steps: synthesize a few library tasks, export them for verl, run one GRPO step (rollout.n=2, 4 tasks,
-# vLLM rollout, FSDP actor and ref, a checkpoint with its Hugging Face export), then read verl's console
-# metrics of step 1. Output, one line: {"ok", "step_time_s", "tokens_per_s", "reward_mean", "checkpoint",
+# the vLLM rollout where vLLM imports, else the hf one: trainers/verl/hf_rollout.py, transformers'
+# generate on the same GPU, slower; FSDP actor and ref; a checkpoint with its Hugging Face export), then
+# read verl's console metrics of step 1. Output, one line: {"ok", "step_time_s", "tokens_per_s", "reward_mean", "checkpoint",
 # "model", "rollout", "log"} or {"ok": false, "error": ...}. Needs: the project installed (verl, TransferQueue),
-# vLLM (the HF rollout replica of issue 21 item 2, the fallback for a machine without vLLM, is not built
-# yet), the model reachable (a local folder or the Hugging Face hub). Nothing in CI runs this script.
+# the model reachable (a local folder or the Hugging Face hub). Nothing in CI runs this script.
 set -uo pipefail
 
 MODEL=${MODEL:-Qwen/Qwen3-0.6B}
@@ -26,8 +26,8 @@ fail() {
 
 nvidia-smi -L >/dev/null 2>&1 || fail "no GPU: nvidia-smi -L failed"
 "$PY" -c 'import verl, transfer_queue' 2>/dev/null || fail "verl or TransferQueue not importable (pip install -e .)"
-"$PY" -c 'import vllm' 2>/dev/null ||
-    fail "vLLM not importable, and the HF rollout replica (issue 21 item 2) is not built: install vllm"
+ROLLOUT=vllm
+"$PY" -c 'import vllm' 2>/dev/null || ROLLOUT=hf
 mkdir -p "$WORK"
 : >"$WORK/train.log"
 
@@ -40,7 +40,7 @@ timeout "$TIMEOUT_S" arena train trainer=verl model.path="$MODEL" \
     data.train_files="$WORK/data/train.parquet" data.val_files="$WORK/data/train.parquet" \
     data.train_batch_size=4 data.max_prompt_length=2048 data.max_response_length=2048 \
     actor_rollout_ref.actor.ppo_mini_batch_size=2 actor_rollout_ref.rollout.n=2 \
-    actor_rollout_ref.rollout.gpu_memory_utilization=0.4 \
+    actor_rollout_ref.rollout.name="$ROLLOUT" actor_rollout_ref.rollout.gpu_memory_utilization=0.4 \
     trainer.total_training_steps=1 trainer.save_freq=1 trainer.test_freq=-1 trainer.val_before_train=false \
     trainer.nnodes=1 trainer.n_gpus_per_node=1 trainer.logger=[console] \
     trainer.default_local_dir="$WORK/ckpt" arena.envs=["$ENV_NAME"] arena.workers_per_env=2 \
@@ -49,11 +49,11 @@ status=$?
 [ "$status" -eq 124 ] && fail "arena train did not finish within ${TIMEOUT_S} s"
 [ "$status" -ne 0 ] && fail "arena train exited with $status"
 
-"$PY" - "$WORK" "$MODEL" <<'EOF'
+"$PY" - "$WORK" "$MODEL" "$ROLLOUT" <<'EOF'
 import json, re, sys
 from pathlib import Path
 
-work, model = Path(sys.argv[1]), sys.argv[2]
+work, model, rollout = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 log = (work / "train.log").read_text(errors="replace")
 lines = [line for line in log.splitlines() if re.search(r"\bstep:1 - ", line)]
 if not lines:
@@ -69,7 +69,7 @@ print(json.dumps({
     "reward_mean": value("critic/score/mean"),
     "checkpoint": str(hf) if hf.is_dir() else None,
     "model": model,
-    "rollout": "vllm",
+    "rollout": rollout,
     "log": str(work / "train.log"),
 }))
 EOF

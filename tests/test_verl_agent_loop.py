@@ -187,6 +187,17 @@ async def test_dead_rollout_server_is_masked_never_scored(harness: Harness) -> N
     assert torch.equal(adv[2], torch.zeros(4))
     assert torch.allclose(adv[:2], alone)
     assert await harness.leases() == 0
+    # verl's v1 trainer reads every trajectory's weight versions as integers (trainer_base.py:1897)
+    versions = [[row[key] for key in ("min_global_steps", "max_global_steps")] for row in rows]
+    assert np.array(versions, dtype=int).shape == (2, 2)
+
+
+async def test_weight_versions_of_the_servers_turns_reach_the_trajectory(harness: Harness) -> None:
+    server = ScriptedServer.remote(str(harness.model_dir), harness.copies)
+    await server.set_weights_version.remote(4)
+    output, _, _, _ = await harness.run(["correct"], server=server)
+    row = _row(output, 0)
+    assert (row["min_global_steps"], row["max_global_steps"]) == (4, 4)  # both turns on version 4
 
 
 async def test_dead_environment_worker_is_retried_on_a_fresh_session(harness: Harness) -> None:

@@ -48,13 +48,15 @@ class ScriptedServer:
     ``[scripted: correct]`` calls get_book then answers the copy count, ``wrong`` answers one more,
     ``tool_error`` first calls get_book with a bad id, ``crash`` raises, ``die`` kills the server,
     ``alternate`` plays ``correct`` and ``wrong`` by turns over trajectories (a GRPO group with both
-    verdicts)."""
+    verdicts). Its replies carry ``global_steps``, the weight version ``set_weights_version`` gave it
+    (None, as a fresh vLLM server, until then)."""
 
     def __init__(self, model_dir: str, copies: int) -> None:
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         self.copies = copies
         self.replies: list[str] = []
         self.alternates: dict[str, str] = {}
+        self.weights_version: int | None = None
 
     async def generate(
         self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any
@@ -83,7 +85,15 @@ class ScriptedServer:
             reply = "<tool_call>" + json.dumps(book) + "</tool_call>"
         self.replies.append(reply)
         ids = [*self.tokenizer.encode(reply, add_special_tokens=False), self.tokenizer.eos_token_id]
-        return TokenOutput(token_ids=ids, log_probs=[LOGPROB] * len(ids), stop_reason="completed")
+        return TokenOutput(
+            token_ids=ids,
+            log_probs=[LOGPROB] * len(ids),
+            stop_reason="completed",
+            extra_fields={"global_steps": self.weights_version},
+        )
+
+    def set_weights_version(self, version: int) -> None:
+        self.weights_version = version
 
     def history(self) -> list[str]:
         return list(self.replies)

@@ -18,6 +18,12 @@ over the response budget) returns one padding token with mask 0 as its response:
 on the last response token (``AgentLoopOutput.as_dict``, which ``AgentLoopWorkerTQ`` calls), so an empty
 response would fail there with an ``IndexError``.
 
+``extra_fields`` also carry ``min_global_steps``/``max_global_steps``, the versions of the weights that
+generated the trajectory (the servers' ``global_steps``), as verl's ``ToolAgentLoop`` keeps them
+(tool_agent_loop.py:261-267): verl's v1 trainer reads them as integers for its staleness metrics
+(trainer/ppo/v1/trainer_base.py:1897). An episode that generated nothing reports the newest version this
+worker has seen (0 before any).
+
 The episode's limits are verl's keys: ``rollout.multi_turn.max_assistant_turns`` (the turn limit) and
 ``max_tool_response_length``/``tool_response_truncate_side`` (applied by ``VerlPolicy`` to what the
 model sees of a tool result); ``arena.max_tokens`` caps generated tokens per episode.
@@ -67,6 +73,9 @@ def arena_settings(config: DictConfig) -> dict[str, Any]:
 @register(AGENT_NAME)
 class ArenaAgentLoop(AgentLoopBase):
     """One arena task per sample: ``extra_info["task"]`` holds the task (``arena tasks export``)."""
+
+    newest_weights = 0
+    """The newest weight version (``global_steps``) a server reported to this worker process."""
 
     def __init__(self, *args: Any, tools: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -138,6 +147,9 @@ class ArenaAgentLoop(AgentLoopBase):
         if infra:
             mask = [0] * len(response_ids)
             logprobs = [0.0] * len(response_ids) if logprobs else []
+        versions = episode.weight_versions if episode is not None else []
+        if versions:
+            ArenaAgentLoop.newest_weights = max(ArenaAgentLoop.newest_weights, *versions)
         metrics = record.metrics()
         extra = {
             "task_id": task.id,
@@ -149,6 +161,8 @@ class ArenaAgentLoop(AgentLoopBase):
             "episode_metrics": metrics,
             "turn_scores": [],
             "tool_rewards": [],
+            "min_global_steps": min(versions, default=ArenaAgentLoop.newest_weights),
+            "max_global_steps": max(versions, default=ArenaAgentLoop.newest_weights),
         }
         return AgentLoopOutput(
             prompt_ids=prompt_ids,

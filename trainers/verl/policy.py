@@ -106,6 +106,7 @@ class VerlEpisode:
         self.response_logprobs: list[float] = []
         self.seen: list[dict[str, Any]] = []  # the messages already in token_ids
         self.generated_turns = 0
+        self.weight_versions: list[int] = []  # the servers' global_steps of each turn's weights
 
     async def act(self, messages: list[dict[str, Any]]) -> PolicyTurn:
         loop, policy = self.policy.loop, self.policy
@@ -147,6 +148,11 @@ class VerlEpisode:
         self.token_ids, self.response_logprobs = merged.token_ids, logprobs or []
         self.seen = list(messages)
         self.generated_turns += 1
+        self.weight_versions += [
+            int(output.extra_fields[key])
+            for key in ("min_global_steps", "max_global_steps")
+            if output.extra_fields.get(key) is not None
+        ]
         turn = await self._parse(output.token_ids, f"call_{len(messages)}_")
         turn.prompt_tokens, turn.completion_tokens = prompt_tokens, len(output.token_ids)
         return turn
