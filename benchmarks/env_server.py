@@ -34,8 +34,8 @@ from rich.console import Console
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from arena.runtime.endpoint import PROTOCOL_VERSION  # noqa: E402
-from arena.runtime.mcp_http import McpHttpClient  # noqa: E402
+
+from arena.runtime.mcp_http import PROTOCOL_VERSION, McpHttpClient  # noqa: E402
 from benchmarks.stats import Row, percentile, print_table, time_ms  # noqa: E402
 from environments.registry import builtin_names, load_environment  # noqa: E402
 from environments.sdk.state import StateStore, seed_path  # noqa: E402

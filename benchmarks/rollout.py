@@ -3,17 +3,11 @@ episodes per second with 256 concurrent episodes, on the built-in environments w
 ``reference`` policy (so no model time at all).
 
 Usage: python benchmarks/rollout.py [--tasks-per-env N] [--episodes N]
-       python benchmarks/rollout.py --startup [--repeat N]
 
 Per turn, overhead = (episode wall time - time inside the policy - time waiting on tools) / turns: what
 the loop itself adds (leasing, tool listing, bookkeeping, verification and the state diff, spread over
 the turns). Baseline beside each figure: the same episodes with one official MCP SDK client per lease
 (``PoolConfig(mcp_client="sdk")``). The last line printed is one JSON object.
-
-``--startup``: where the wall time of ``arena eval policy=reference suite=core tasks_per_env=1`` goes
-before the first episode, in fresh processes: Python imports, ``ray.init`` alone, starting the pool (Ray
-included), preparing the suite (cold: synthesized into an empty ``ARENA_HOME``; warm: read from the
-store), the episodes, and the whole command. Target: under 20 s warm on 2 idle cores.
 """
 
 from __future__ import annotations
@@ -21,12 +15,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import re
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -44,10 +34,6 @@ from task_synth.model import Task  # noqa: E402
 from task_synth.synthesizer import synthesize  # noqa: E402
 
 CONCURRENT = 256
-STARTUP_TARGET_S = 20.0
-EVAL = ["policy=reference", "suite=core", "tasks_per_env=1"]
-_STAGE = re.compile(r"^(starting \d+ environment\(s\)|preparing suite \w+) done in ([\d.]+) s$", re.M)
-_EPISODES = re.compile(r": \d+/\d+ episodes .* (\d+) s$", re.M)
 
 
 def _overheads(records: list[EpisodeRecord]) -> tuple[list[float], list[float]]:
@@ -86,87 +72,11 @@ async def _measure(client: str, tasks_per_env: int, total: int) -> dict[str, Any
     }
 
 
-def _timed(args: list[str], env: dict[str, str]) -> tuple[float, str]:
-    started = time.perf_counter()
-    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
-    return time.perf_counter() - started, done.stdout
-
-
-def _eval_once(home: str, run_id: str) -> dict[str, float]:
-    """One ``arena eval`` process: its stages' times (from its plain progress lines) and its wall time."""
-    env = {**os.environ, "ARENA_HOME": home}
-    wall, out = _timed([sys.executable, "-m", "arena.cli.main", "eval", *EVAL, f"run_id={run_id}"], env)
-    stages = {name.split()[0]: float(seconds) for name, seconds in _STAGE.findall(out)}
-    episodes_s = [float(s) for s in _EPISODES.findall(out)]
-    return {
-        "wall": wall,
-        "pool": stages["starting"],
-        "suite": stages["preparing"],
-        "episodes": episodes_s[-1] if episodes_s else 0.0,
-    }
-
-
-def startup(repeat: int) -> None:
-    """Print where ``arena eval``'s start-up time goes (see the module docstring)."""
-    env = dict(os.environ)
-    import_cli = [sys.executable, "-c", "import arena.cli.main, arena.eval.runner"]
-    imports = [_timed(import_cli, env)[0] for _ in range(repeat)]
-    probe = (
-        "import time, ray; t = time.perf_counter(); ray.init(include_dashboard=False); "
-        "print(time.perf_counter() - t)"
-    )
-    ray_init = [float(_timed([sys.executable, "-c", probe], env)[1].split()[-1]) for _ in range(repeat)]
-    with tempfile.TemporaryDirectory(prefix="arena-startup-") as home:
-        cold = _eval_once(home, "cold")
-        warm = [_eval_once(home, f"warm-{i}") for i in range(repeat)]
-
-    def measured(key: str) -> list[float]:
-        return [run[key] for run in warm]
-
-    rows = [
-        Row.from_samples("python imports (arena.cli.main, arena.eval.runner)", imports, unit="s"),
-        Row.from_samples("ray.init alone", ray_init, unit="s"),
-        Row.from_samples("start the pool (Ray included)", measured("pool"), unit="s"),
-        Row.from_samples(
-            "prepare suite core (warm: from the store)",
-            measured("suite"),
-            unit="s",
-            baseline_name="cold (synthesized)",
-            baseline=cold["suite"],
-        ),
-        Row.from_samples("play the episodes", measured("episodes"), unit="s"),
-        Row.from_samples(
-            "arena eval, whole command (warm)",
-            measured("wall"),
-            unit="s",
-            target=f"< {STARTUP_TARGET_S:.0f} s on 2 idle cores",
-            baseline_name="cold (synthesized)",
-            baseline=cold["wall"],
-        ),
-    ]
-    print_table(f"arena eval start-up ({' '.join(EVAL)}; {repeat} warm runs, {os.cpu_count()} cores)", rows)
-    summary = {f"{key}_warm_p50_s": round(statistics.median(measured(key)), 2) for key in warm[0]}
-    summary |= {f"{key}_cold_s": round(value, 2) for key, value in cold.items()}
-    summary |= {
-        "imports_p50_s": round(statistics.median(imports), 2),
-        "ray_init_p50_s": round(statistics.median(ray_init), 2),
-        "load_avg_1m": round(os.getloadavg()[0], 2),
-    }
-    print(json.dumps(summary))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks-per-env", type=int, default=10)
     parser.add_argument("--episodes", type=int, default=768, help="episodes in the concurrent burst")
-    parser.add_argument("--startup", action="store_true", help="measure arena eval's start-up instead")
-    parser.add_argument("--repeat", type=int, default=3, help="--startup: warm runs measured")
     args = parser.parse_args()
-    if args.startup:
-        startup(args.repeat)
-        return
     lean = asyncio.run(_measure("lean", args.tasks_per_env, args.episodes))
     sdk = asyncio.run(_measure("sdk", args.tasks_per_env, args.episodes))
     baseline = "official SDK client per lease"

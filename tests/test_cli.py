@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from arena.cli.main import COMMANDS
 from environments.registry import builtin_names
 
 
@@ -17,6 +18,20 @@ def arena(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[st
     return subprocess.run(
         [sys.executable, "-m", "arena.cli.main", *args], capture_output=True, text=True, cwd=cwd, timeout=120
     )
+
+
+def test_help_lists_every_command_and_a_command_imports_only_its_own_module() -> None:
+    listed = arena("--help")
+    assert listed.returncode == 0
+
+    assert all(command in listed.stdout for command in COMMANDS)
+    probe = (
+        "import sys; from arena.cli.main import build_parser; build_parser(['tasks', 'list']); "
+        "print(sorted(m for m in sys.modules if m.startswith('arena.cli.') and m != 'arena.cli.main'))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert loaded.returncode == 0, loaded.stderr
+    assert "arena.cli.tasks" in loaded.stdout and "arena.cli.demo" not in loaded.stdout, loaded.stdout
 
 
 def test_env_list_json_names_every_builtin() -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from arena.policies.base import PolicyRequestInvalid
 from arena.policies.openai_compat import OpenAIPolicy, PolicyConfig
 from arena.store import Database, RunStore
 from tests.gguf_samples import write_tiny_gguf
@@ -56,6 +57,22 @@ async def test_a_request_with_tools_and_tool_choice_auto_is_accepted(server: str
     assert turn.completion_tokens is not None and turn.prompt_tokens
     # Whatever the random model chose, a call it made names the offered tool with schema-shaped arguments.
     assert all(call.name == "get_book" and call.arguments is not None for call in turn.tool_calls)
+
+
+async def test_tool_choice_required_is_a_configuration_error_that_names_it(server: str) -> None:
+    """That server's ``chatml-function-calling`` answers ``tool_choice: required`` with an empty HTTP 500,
+    as it would a crash; the policy asks once more with ``auto`` and, answered, blames the setting."""
+    config = PolicyConfig(
+        base_url=server,
+        model=MODEL_ALIAS,
+        max_tokens=16,
+        temperature=0,
+        max_retries=0,
+        tool_choice="required",
+    )
+    async with OpenAIPolicy(config) as policy:
+        with pytest.raises(PolicyRequestInvalid, match=r"does not support policy\.tool_choice=required"):
+            await policy.reply([{"role": "user", "content": "What is book 3?"}], [GET_BOOK])
 
 
 def test_eval_calls_reach_the_environment_and_turn_two_is_accepted(

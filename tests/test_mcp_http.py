@@ -10,8 +10,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from arena.runtime.endpoint import PROTOCOL_VERSION
-from arena.runtime.mcp_http import McpHttpClient, McpTransportError
+from arena.runtime.mcp_http import PROTOCOL_VERSION, McpHttpClient, McpTransportError
 from environments.serving.control import ControlClient
 from environments.serving.process import ServerProcess
 

@@ -156,6 +156,43 @@ async def test_http_errors_are_sorted_and_only_outages_are_retried(
     assert len(openai_server.requests) == requests
 
 
+def _fails_on_required(request: dict[str, Any]) -> dict[str, Any]:
+    """llama.cpp's server with ``chatml-function-calling``: ``tool_choice: required`` is an empty HTTP 500."""
+    if request.get("tool_choice") == "required":
+        raise HttpFailure(500, "")
+    return text("Dune.")
+
+
+async def test_a_setting_the_server_fails_on_every_try_is_a_configuration_error(
+    openai_server: FakeOpenAI,
+) -> None:
+    openai_server.script = _fails_on_required
+    config = PolicyConfig(openai_server.base_url, "m", max_retries=2, tool_choice="required")
+    async with OpenAIPolicy(config) as agent:
+        with pytest.raises(
+            PolicyRequestInvalid, match=r"does not support policy\.tool_choice=required"
+        ) as raised:
+            await agent.reply(conversation()[:2], TOOLS)
+    assert "HTTP 500" in str(raised.value)
+    # Three tries, then the same request once with the server's default, answered.
+    assert [r.get("tool_choice") for r in openai_server.requests] == ["required"] * 3 + ["auto"]
+    assert openai_server.requests[-1]["messages"] == openai_server.requests[0]["messages"]
+
+
+async def test_a_server_failing_with_and_without_the_setting_is_unavailable(
+    openai_server: FakeOpenAI,
+) -> None:
+    def down(request: dict[str, Any]) -> dict[str, Any]:
+        raise HttpFailure(500, "")
+
+    openai_server.script = down
+    config = PolicyConfig(openai_server.base_url, "m", max_retries=1, extra_body={"top_k": 20})
+    async with OpenAIPolicy(config) as agent:
+        with pytest.raises(PolicyUnavailable, match="HTTP 500"):
+            await agent.reply(conversation()[:2], TOOLS)
+    assert ["top_k" in r for r in openai_server.requests] == [True, True, False]
+
+
 async def test_an_unreachable_endpoint_is_unavailable() -> None:
     async with OpenAIPolicy(PolicyConfig("http://127.0.0.1:9/v1", "m", max_retries=1)) as agent:
         with pytest.raises(PolicyUnavailable, match="unreachable"):

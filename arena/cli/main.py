@@ -1,52 +1,58 @@
-"""The ``arena`` command line: one sub-command group per module, each exposing ``register(subparsers)``."""
+"""The ``arena`` command line: one sub-command per module ``arena.cli.<command>``, each exposing
+``register(subparsers)``. Only the module of the command being run is imported (each pulls its own
+heavy dependencies: Ray, torch, matplotlib...); ``arena --help`` and an unknown command import them all."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
-from arena.cli import env as env_cli
+COMMANDS = (
+    "bfcl",
+    "demo",
+    "env",
+    "eval",
+    "evolve",
+    "image",
+    "model",
+    "report",
+    "synth",
+    "tasks",
+    "train",
+    "view",
+)
+REQUIRED = ("env",)
+"""Commands whose module must import; the others pull optional dependencies and are left out if absent."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser for ``argv`` (default ``sys.argv[1:]``): its command's group, or every group."""
     parser = argparse.ArgumentParser(
         prog="arena", description="Agent Arena: MCP tool environments and RL training."
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    env_cli.register(subparsers)
-    _register_optional(subparsers)
+    args = sys.argv[1:] if argv is None else list(argv)
+    named = args[0] if args and args[0] in COMMANDS else None
+    for command in (named,) if named else COMMANDS:
+        _register(subparsers, command)
     return parser
 
 
-def _register_optional(subparsers: argparse._SubParsersAction) -> None:
-    """Groups whose modules pull heavier dependencies are imported only if present."""
-    import importlib
-
-    for module_name in (
-        "arena.cli.bfcl",
-        "arena.cli.demo",
-        "arena.cli.eval",
-        "arena.cli.evolve",
-        "arena.cli.image",
-        "arena.cli.model",
-        "arena.cli.report",
-        "arena.cli.synth",
-        "arena.cli.tasks",
-        "arena.cli.train",
-        "arena.cli.view",
-    ):
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                continue
-            raise
-        module.register(subparsers)
+def _register(subparsers: argparse._SubParsersAction, command: str) -> None:
+    module_name = f"arena.cli.{command}"
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name and command not in REQUIRED:
+            return
+        raise
+    module.register(subparsers)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

@@ -7,6 +7,7 @@ episodes are skipped and only infrastructure failures and missing episodes are p
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import time
 from collections.abc import Callable
@@ -27,7 +28,6 @@ from arena.rollout.episode import EpisodeConfig, SessionProvider, episodes
 from arena.rollout.records import EpisodeRecord
 from arena.store import Database, ProfileStore, RunStore, TaskStore
 from environments.paths import arena_home
-from environments.registry import load_environment
 from task_synth.model import Task
 
 if TYPE_CHECKING:
@@ -147,9 +147,11 @@ async def play(
     return len(todo)
 
 
-def categories_of(envs: list[str]) -> dict[str, str]:
-    """Each environment's category (what reports group by)."""
-    return {env: load_environment(env).info.category for env in envs}
+async def categories_of(pool: EnvPool, envs: list[str]) -> dict[str, str]:
+    """Each environment's category (what reports group by), as its running server describes it (the
+    driver does not import the environments itself)."""
+    infos = await asyncio.gather(*(pool.info(env) for env in envs))
+    return {env: str(info["category"]) for env, info in zip(envs, infos, strict=True)}
 
 
 async def start_pool(envs: list[str], settings: PoolSettings, console: Console) -> EnvPool:
@@ -174,9 +176,9 @@ async def run_eval(settings: EvalSettings, console: Console) -> RunOutcome:
     db = Database(settings.store.url)
     task_store, runs = TaskStore(db), RunStore(db)
     envs = suite_envs(settings.suite, task_store)
-    categories = categories_of(envs)
     pool = await start_pool(envs, settings.pool, console)
     try:
+        categories = await categories_of(pool, envs)
         with stage(console, f"preparing suite {settings.suite.name}…"):
             tasks = await suite_tasks(
                 pool, settings.suite, envs, settings.tasks_per_env, task_store, ProfileStore(db)

@@ -520,7 +520,7 @@ async def evolve(settings: EvolveSettings, console: Console) -> EvolveOutcome:
         ProfileStore(db),
         pool,
         envs,
-        categories_of(envs),
+        await categories_of(pool, envs),
         home,
         stages,
         unseen,

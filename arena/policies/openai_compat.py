@@ -6,7 +6,9 @@ server-specific fields (``extra_body``). Messages go out as ``openai_wire`` writ
 ``tool_format``. Errors are sorted by what they mean: an unreachable endpoint, HTTP 408/429 or a server
 fault is retried, then ``PolicyUnavailable`` (an infrastructure failure); a conversation longer than the
 context is ``PolicyRefused``; any other rejection of the request is ``PolicyRequestInvalid`` (the settings
-or the server do not fit), never retried.
+or the server do not fit), never retried. A server fault that repeats identically on every try of a request
+carrying a setting the server may not support (``tool_choice`` other than ``auto``, ``extra_body``) is
+tried once more without it: answered, it is ``PolicyRequestInvalid`` naming that setting.
 """
 
 from __future__ import annotations
@@ -169,6 +171,7 @@ class OpenAIPolicy:
         ``PolicyRequestInvalid`` when it rejects the request."""
         body = self.request(messages, tools)
         extra = self.config.extra_body or None
+        faults: set[str] = set()
         for attempt in range(self.config.max_retries + 1):
             try:
                 async with self._limit:
@@ -178,14 +181,52 @@ class OpenAIPolicy:
                 failure: PolicyUnavailable | PolicyRefused = PolicyUnavailable(
                     f"policy endpoint unreachable: {exc}"
                 )
+                faults.add("unreachable")
             except openai.APIStatusError as exc:
                 failure = request_error(exc)
-            if not isinstance(failure, PolicyUnavailable) or attempt == self.config.max_retries:
+                faults.add(f"{exc.status_code} {exc.message} {exc.body}")
+            if not isinstance(failure, PolicyUnavailable):
+                raise failure
+            if attempt == self.config.max_retries:
+                if len(faults) == 1 and "unreachable" not in faults:
+                    await self._blame_settings(body, tools, failure)
                 raise failure
             await asyncio.sleep(min(0.5 * 2**attempt, 8.0))
         if not response.choices:
             raise PolicyUnavailable("policy endpoint answered without a choice")
         return to_turn(response.choices[0].message, response.usage, self.config.tool_format, call_id_prefix)
+
+    def _optional_settings(self, tools: list[dict[str, Any]]) -> list[str]:
+        """The settings in this policy's requests that a server may not support: a ``tool_choice`` other
+        than ``auto`` and ``extra_body``."""
+        settings = []
+        if tools and self.config.tool_format == "native" and self.config.tool_choice not in (None, "auto"):
+            settings.append(f"policy.tool_choice={self.config.tool_choice}")
+        if self.config.extra_body:
+            settings.append(f"policy.extra_body={json.dumps(self.config.extra_body)}")
+        return settings
+
+    async def _blame_settings(
+        self, body: dict[str, Any], tools: list[dict[str, Any]], fault: PolicyUnavailable
+    ) -> None:
+        """After a server fault that repeated identically on every try, ask once more without the optional
+        settings; ``PolicyRequestInvalid`` naming them when the server answers that. (llama.cpp's server
+        answers ``tool_choice: required`` with an empty HTTP 500, as it would a crash.)"""
+        settings = self._optional_settings(tools)
+        if not settings:
+            return
+        plain = {key: value for key, value in body.items() if key != "tool_choice"} | {"max_tokens": 1}
+        if "tools" in plain:
+            plain["tool_choice"] = "auto"
+        try:
+            async with self._limit:
+                await self._client.chat.completions.create(**plain)
+        except openai.APIError:
+            return  # it fails without them too: the server's fault
+        raise PolicyRequestInvalid(
+            f"the policy endpoint does not support {' and '.join(settings)}: every try of a request with it "
+            f"failed ({fault}) and the same request without it was answered; change or drop it"
+        ) from fault
 
     async def aclose(self) -> None:
         await self._client.close()

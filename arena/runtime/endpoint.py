@@ -4,18 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import httpx2
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+if TYPE_CHECKING:  # the clients are imported where they are made: a Ray worker only carries endpoints
+    from mcp import Client
 
-from arena.runtime.mcp_http import McpHttpClient
-from environments.serving.control import ControlClient
+    from arena.runtime.mcp_http import McpHttpClient
+    from environments.serving.control import ControlClient
 
 UDS_BASE_URL = "http://localhost"
-PROTOCOL_VERSION = MODERN_PROTOCOL_VERSIONS[-1]
-"""Our servers speak the 2026-07-28 protocol, so clients pin it and skip the discovery probe."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +33,8 @@ class Endpoint:
         return self.control_url or self.base_url
 
     def control(self, timeout: float = 30.0) -> ControlClient:
+        from environments.serving.control import ControlClient
+
         uds = self.control_uds or self.uds
         return ControlClient(
             self.control_base, self.control_token, uds=Path(uds) if uds else None, timeout=timeout
@@ -46,10 +45,18 @@ class Endpoint:
 
     def mcp_http(self, connections: int = 256) -> McpHttpClient:
         """The lean MCP client for all sessions of this server (create it in the loop that uses it)."""
+        from arena.runtime.mcp_http import McpHttpClient
+
         return McpHttpClient(self.base_url, uds=self.uds, connections=connections)
 
     def mcp_client(self, session_id: str) -> Client:
         """An official MCP client bound to one session (over the Unix socket for containers)."""
+        import httpx2
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
+        from arena.runtime.mcp_http import PROTOCOL_VERSION
+
         url = self.mcp_url(session_id)
         if self.uds is None:
             return Client(url, mode=PROTOCOL_VERSION)

@@ -39,6 +39,7 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 PROTOCOL_VERSION = MODERN_PROTOCOL_VERSIONS[-1]
+"""Our servers speak the newest protocol, so clients pin it and skip the discovery probe."""
 CLIENT_INFO = {"name": "agent-arena", "version": "0.1.0"}
 _META = {
     PROTOCOL_VERSION_META_KEY: PROTOCOL_VERSION,

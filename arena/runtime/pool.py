@@ -43,13 +43,27 @@ LOCATION_VARIABLES = ("ARENA_HOME", "ARENA_IMPORTED_DIR", "ARENA_CACHE_DIR", "AR
 
 RAY_START_TRIES = 2
 
+_inherited_locations: tuple[str, dict[str, str]] | None = None
+"""The local Ray this process started (its GCS address) and the location variables its workers inherit
+from the driver's environment; ``None`` when this process did not start Ray."""
+
+
+def _locations() -> dict[str, str]:
+    return {k: os.environ[k] for k in LOCATION_VARIABLES if k in os.environ}
+
+
+def _ray_address() -> str | None:
+    return ray.get_runtime_context().gcs_address if ray.is_initialized() else None
+
 
 def start_local_ray(tries: int = RAY_START_TRIES) -> None:
     """Start a local Ray. Ray gives its node 30 s to come up and then raises a bare ``Exception``; on a
     loaded machine that can happen once, so it is tried again before ``InfrastructureError``."""
+    global _inherited_locations
     for attempt in range(1, tries + 1):
         try:
             ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+            _inherited_locations = (_ray_address(), _locations())
             return
         except Exception as exc:  # Ray's own startup timeout is a plain Exception
             ray.shutdown()
@@ -278,8 +292,10 @@ class EnvPool:
             {"resources": self.config.worker_resources} if self.config.worker_resources else {}
         )
         # Where environments are found is the driver's choice, not the (possibly older) Ray worker's.
-        located = {k: os.environ[k] for k in LOCATION_VARIABLES if k in os.environ}
-        if located:
+        # A Ray this process started already gives its workers these values: then no runtime env, so
+        # the actor can take one of the workers Ray started in advance instead of a fresh process.
+        located = _locations()
+        if located and (_ray_address(), located) != _inherited_locations:
             options["runtime_env"] = {"env_vars": located}
         actor = EnvWorker.options(**options).remote(spec)
         try:
@@ -319,6 +335,12 @@ class EnvPool:
         except Exception:
             logger.warning("worker %s did not stop cleanly", worker.worker_id)
         ray.kill(worker.actor, no_restart=True)
+
+    async def info(self, env: str) -> dict[str, Any]:
+        """What a server of ``env`` says about it: name, category, tools, tables."""
+        workers = self.workers[env]
+        worker = next((w for w in workers if w.healthy), workers[0])
+        return await worker.control.info()
 
     # -- leasing ------------------------------------------------------------------------------------
     @contextlib.asynccontextmanager

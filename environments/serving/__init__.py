@@ -1,5 +1,5 @@
-"""Serving environments over MCP (streamable HTTP and stdio), with a separate control plane."""
+"""Serving environments over MCP (streamable HTTP and stdio), with a separate control plane.
 
-from environments.serving.server import EnvServer
-
-__all__ = ["EnvServer"]
+The server is ``environments.serving.server.EnvServer``; this package imports nothing itself, so the
+arena's Ray workers, which only need the options and the process launcher, do not load the MCP server.
+"""
