@@ -59,6 +59,14 @@ CONVERSATION: list[dict[str, Any]] = [
     {"role": "tool", "tool_call_id": "c0", "content": LONG_RESULT},
     {"role": "assistant", "content": '{"name": "lamp"}'},
 ]
+LAMP_TASK = Task(
+    env="library",
+    env_version="test",
+    kind=TaskKind.GRAPH,
+    request="What is item 7 called?",
+    difficulty=1,
+    verifier=Verifier(rubric=Rubric(fields={"name": FieldRule(type="string", value="lamp")})),
+).with_id()
 
 
 def arena(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -163,17 +171,7 @@ def test_the_cut_of_tool_results_is_a_setting_of_the_policy_and_the_trainer(conv
     text = tokenizer.decode(short.prompt_ids + short.response_ids)
     assert f"{LONG_RESULT[:50]}…<|im_end|>" in text and LONG_RESULT[:51] not in text
     assert f"{LONG_RESULT[:1000]}…" in tokenizer.decode(default.prompt_ids + default.response_ids)
-    episode = HFPolicy.load(HFPolicyConfig(path=str(converted), tool_result_chars=50)).start(
-        Task(
-            env="library",
-            env_version="t",
-            kind=TaskKind.GRAPH,
-            request="r",
-            difficulty=1,
-            verifier=Verifier(rubric=Rubric(fields={"name": FieldRule(type="string", value="lamp")})),
-        ).with_id(),
-        TOOLS,
-    )
+    episode = HFPolicy.load(HFPolicyConfig(path=str(converted), tool_result_chars=50)).start(LAMP_TASK, TOOLS)
     assert episode.renderer.text(CONVERSATION, False) == text  # what the policy plays is what SFT trains on
     tokenizer.chat_template = "{{ messages[0].content }}"  # a template of its own: the setting is refused
     config = HFPolicyConfig(path=str(converted), tool_result_chars=50)
@@ -201,15 +199,7 @@ def test_an_answer_past_the_cut_is_not_visible() -> None:
 
 async def test_the_converted_model_plays_greedy_turns_with_an_aligned_trajectory(converted: Path) -> None:
     policy = HFPolicy.load(HFPolicyConfig(path=str(converted), temperature=0.0, max_new_tokens=6))
-    task = Task(
-        env="library",
-        env_version="test",
-        kind=TaskKind.GRAPH,
-        request="What is item 7 called?",
-        difficulty=1,
-        verifier=Verifier(rubric=Rubric(fields={"name": FieldRule(type="string", value="lamp")})),
-    ).with_id()
-    episode = policy.start(task, TOOLS)
+    episode = policy.start(LAMP_TASK, TOOLS)
     messages = CONVERSATION[:2]
     first = await episode.act(messages)
     assert isinstance(first, PolicyTurn) and first.completion_tokens
