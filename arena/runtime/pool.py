@@ -423,7 +423,7 @@ class EnvPool:
         if lease.broken is not None:
             return lease.broken
         worker = lease.worker
-        if lease.generation != worker.generation or await self._probe(worker) == "dead":
+        if lease.generation != worker.generation or await self._verdict(worker) == "dead":
             error = InfrastructureError(
                 InfraCause.WORKER_DIED,
                 f"worker {worker.worker_id} died mid-episode ({exc!r:.200})",
@@ -438,6 +438,12 @@ class EnvPool:
             env=worker.env,
             worker=worker.worker_id,
         )
+
+    async def _verdict(self, worker: _Worker) -> str:
+        """The probe's verdict, asked twice when the first probe times out: a loaded machine can delay a
+        dead worker's answer past one probe's timeout, and a death must not be reported as unreachable."""
+        verdict = await self._probe(worker)
+        return await self._probe(worker) if verdict == "unreachable" else verdict
 
     async def _probe(self, worker: _Worker) -> str:
         """The worker's verdict on its server (``EnvWorker.health``); ``"dead"`` when its actor is gone."""
