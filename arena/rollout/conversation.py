@@ -79,11 +79,12 @@ def answer_visible(messages: list[dict[str, Any]], tool_result_chars: int) -> bo
         answer = json.loads(messages[-1].get("content") or "")
     except ValueError:
         return True
-    seen = "\n".join(
-        (text[:tool_result_chars] if m["role"] == "tool" else text)
-        for m in messages[:-1]
-        for text in [m["content"] if isinstance(m.get("content"), str) else json.dumps(m.get("content"))]
-    )
+    shown = []
+    for message in messages[:-1]:
+        content = message.get("content")
+        text = content if isinstance(content, str) else json.dumps(content)
+        shown.append(text[:tool_result_chars] if message["role"] == "tool" else text)
+    seen = "\n".join(shown)
     return all(
         json.dumps(leaf)[1:-1] in seen or leaf in seen if isinstance(leaf, str) else json.dumps(leaf) in seen
         for leaf in _answer_leaves(answer)
