@@ -2,7 +2,7 @@
 gap-blind control) from the same round 0, ``--seeds`` seeds each (synthesis ``seed`` and sampling
 ``trainer.seed``), every round's SFT on the same ``--sft-tokens`` tokens (equal compute, recorded).
 
-Usage: python benchmarks/evolve_control.py [--seeds 3] [--rounds 1] [--sft-tokens 40000] [--out DIR]
+Usage: python benchmarks/evolve_control.py [--seeds 3] [--rounds 1] [--sft-tokens 90000] [--out DIR]
        [-- evolve overrides...]
 
 Round 0 (sets, warm start, evaluation) runs once as ``<prefix>-r0``; each arm starts from it
@@ -84,7 +84,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--sft-tokens", type=int, default=40_000, help="SFT tokens per round, each arm")
+    parser.add_argument("--sft-tokens", type=int, default=90_000, help="SFT tokens per round, each arm")
     parser.add_argument("--out", type=Path, default=Path("evolve-control"))
     parser.add_argument("--prefix", default="control")
     parser.add_argument("overrides", nargs="*", help="arena evolve overrides (after --)")

@@ -8,11 +8,14 @@ Synthesizes level 1-2 tasks of two built-in environments (offline) and plays the
 policy: their conversations are the SFT batch. Every variant (float32 full fine-tune, float32 LoRA r=16 on
 every linear layer, and with ``--bf16`` or where the processor has native bfloat16 the same two under bf16
 autocast) starts from the same weights and trains one epoch on the same batch, then one GRPO update on the
-same rollouts. Rollouts: ``tasks`` x ``n`` episodes through the real episode loop on a local pool,
-sampled with the same seed, once with the environment's prompt prefix and each episode's earlier turns
-reused (``reuse_cache``) and once re-encoding the whole conversation every turn (the baseline). The env
-share is the time episodes spent waiting on tool calls over the GRPO step's wall time. The last line
-printed is one JSON object.
+same rollouts, with the main job's settings otherwise (``conf/trainer/local.yaml`` and
+``conf/policy/smollm2.yaml``: the top 10 of 30 layers trained, 4 conversations a batch). The fetched model
+rarely calls a tool; ``--model`` a warm-started checkpoint (an ``arena evolve`` run's
+``checkpoints/round0``) makes the rollouts multi-turn, as in training. Rollouts: ``tasks`` x ``n`` episodes
+through the real episode loop on a local pool, sampled with the same seed, once with the environment's
+prompt prefix and each episode's earlier turns reused (``reuse_cache``) and once re-encoding the whole
+conversation every turn (the baseline). The env share is the time episodes spent waiting on tool calls over
+the GRPO step's wall time. The last line printed is one JSON object.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
 
 from arena.models.fetch import resolve  # noqa: E402
 from arena.policies.precision import native_bf16  # noqa: E402
@@ -41,7 +45,8 @@ from arena.runtime.pool import EnvPool, PoolConfig  # noqa: E402
 from benchmarks.stats import Row, print_table  # noqa: E402
 from task_synth.model import Task  # noqa: E402
 from task_synth.synthesizer import synthesize  # noqa: E402
-from trainers.local import GRPOTrainer, SFTExample, TrainerConfig  # noqa: E402
+from trainers.local import GRPOTrainer, SFTExample  # noqa: E402
+from trainers.local.evolve import trainer_config  # noqa: E402
 from trainers.local.trainer import scored_rollouts  # noqa: E402
 
 ENVS = ("library", "airline")
@@ -69,16 +74,11 @@ def variants(bf16: bool) -> list[tuple[str, dict[str, Any]]]:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     model = resolve(args.model)
     bf16 = args.bf16 or native_bf16("cpu")
-    base = TrainerConfig(
-        epochs=1,
-        n_rollouts=args.n,
-        tasks_per_step=args.tasks,
-        max_new_tokens=64,
-        concurrency=32,
-        context_limit=2048,
-        sft_lr=1e-4,
-        lr=1e-5,
+    main_job = trainer_config(
+        OmegaConf.to_container(OmegaConf.load(ROOT / "conf/trainer/local.yaml")),
+        OmegaConf.to_container(OmegaConf.load(ROOT / "conf/policy/smollm2.yaml")),
     )
+    base = replace(main_job, epochs=1, n_rollouts=args.n, tasks_per_step=args.tasks, precision="fp32")
     async with EnvPool(PoolConfig(envs=dict.fromkeys(ENVS, 1), warm_sessions_per_worker=8)) as pool:
         per_env = max(args.sft_examples, args.tasks) // len(ENVS) + 1
         tasks = [
