@@ -188,6 +188,15 @@ def test_a_conversion_with_an_older_template_is_converted_again(tiny_gguf: TinyG
     assert not is_fetched("smollm2-135m")  # resolve() fetches and converts it again on first use
 
 
+def test_a_conversion_prints_no_progress_bars(
+    tiny_gguf: TinyGGUF, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Transformers' dequantizing and shard-writing bars (plain tqdm) stay out of the fetch's output."""
+    convert_tiny(tiny_gguf.path, tmp_path / "tiny")
+    printed = capfd.readouterr()
+    assert "it/s" not in printed.err + printed.out, printed.err
+
+
 def test_an_answer_past_the_cut_is_not_visible() -> None:
     assert answer_visible(CONVERSATION, 1000)
     hidden = [*CONVERSATION[:-1], {"role": "assistant", "content": '{"notes": "xxxxxxxxxxxxxxxxxxxx"}'}]

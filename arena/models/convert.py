@@ -3,9 +3,12 @@ temporary folder and renamed into place: a failure never leaves half a model beh
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stderr
 from pathlib import Path
 
 import torch
@@ -73,6 +76,18 @@ def check_template(tokenizer: PreTrainedTokenizerBase) -> None:
         raise ModelError("the chat template does not render a conversation as a prefix of its sequel")
 
 
+@contextmanager
+def quiet_progress_bars() -> Iterator[None]:
+    """Transformers' progress bars (some plain ``tqdm``, which its logging switch does not reach) kept out
+    of the output: the fetch reports its own progress, one line a step. Errors still raise."""
+    hf_logging.disable_progress_bar()
+    try:
+        with redirect_stderr(io.StringIO()):
+            yield
+    finally:
+        hf_logging.enable_progress_bar()
+
+
 def convert_gguf(
     gguf: Path,
     target: Path,
@@ -86,14 +101,14 @@ def convert_gguf(
     gguf = Path(gguf)
     if not gguf.is_file():
         raise ModelError(f"no GGUF file at {gguf}")
-    hf_logging.disable_progress_bar()  # the fetch reports its own progress, one line a step
     try:
-        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        with quiet_progress_bars():
+            tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+            model = AutoModelForCausalLM.from_pretrained(
+                gguf.parent, gguf_file=gguf.name, dtype=torch.float32
+            )
     except Exception as exc:  # the gguf reader raises many kinds of error on a damaged file
         raise ModelError(f"{gguf.name} is not a readable GGUF model (corrupt or truncated?): {exc}") from None
-    finally:
-        hf_logging.enable_progress_bar()
     tokenizer.clean_up_tokenization_spaces = False  # a BPE tokenizer: cleaning would only warn on every load
     vocabulary = tokenizer.get_vocab()
     for token in (eos_token, pad_token):
@@ -109,7 +124,8 @@ def convert_gguf(
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-        model.save_pretrained(scratch)
+        with quiet_progress_bars():
+            model.save_pretrained(scratch)
         tokenizer.save_pretrained(scratch)
         info = {
             "source": gguf.name,
