@@ -6,6 +6,7 @@ literal value, names no tool and quotes no answer; otherwise the template is kep
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from dataclasses import dataclass, field
@@ -31,28 +32,40 @@ SYSTEM_PROMPT = (
 class LLMConfig:
     """An OpenAI-compatible chat endpoint: ``max_tokens`` bounds each reply (a small model left unbounded
     writes to the end of its context); ``extra_body`` holds server-specific request fields, e.g.
-    llama.cpp's ``response_format`` with a JSON schema."""
+    llama.cpp's ``response_format`` with a JSON schema. At most ``concurrency`` requests are in flight
+    at once (1 for a server that answers one at a time, as llama.cpp's does by default); ``timeout_s``
+    bounds each request once sent, not its wait for a free slot."""
 
     base_url: str
     model: str
     api_key: str | None = None
     max_tokens: int | None = 1024
     extra_body: dict[str, Any] = field(default_factory=dict)
+    concurrency: int = 4
+    timeout_s: float = 120.0
+    _slots: asyncio.Semaphore = field(init=False, repr=False, compare=False)
 
-    def request_options(self) -> dict[str, Any]:
-        """The keyword arguments every chat-completions request to this endpoint carries."""
-        options: dict[str, Any] = {"extra_body": self.extra_body or None}
-        if self.max_tokens:
-            options["max_tokens"] = self.max_tokens
-        return options
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_slots", asyncio.Semaphore(self.concurrency))
 
-    def client(self, timeout: float = 60.0) -> AsyncOpenAI:
+    def client(self) -> AsyncOpenAI:
         """An SDK client for this endpoint (close it when done)."""
         from openai import AsyncOpenAI
 
         return AsyncOpenAI(
-            base_url=self.base_url, api_key=self.api_key or "unused", max_retries=1, timeout=timeout
+            base_url=self.base_url, api_key=self.api_key or "unused", max_retries=1, timeout=self.timeout_s
         )
+
+    async def complete(self, client: AsyncOpenAI, messages: list[dict[str, str]], temperature: float) -> str:
+        """The reply's text to ``messages``, once one of the ``concurrency`` slots is free."""
+        options: dict[str, Any] = {"extra_body": self.extra_body or None}
+        if self.max_tokens:
+            options["max_tokens"] = self.max_tokens
+        async with self._slots:
+            response = await client.chat.completions.create(
+                model=self.model, messages=messages, temperature=temperature, **options
+            )
+        return (response.choices[0].message.content or "") if response.choices else ""
 
     @classmethod
     def from_settings(cls, base_url: str | None, model: str | None, api_key_env: str) -> LLMConfig | None:
@@ -68,19 +81,14 @@ async def refine_request(
     from openai import OpenAIError
 
     client = llm.client()
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": request}]
     try:
-        response = await client.chat.completions.create(
-            model=llm.model,
-            messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": request}],
-            temperature=0.3,
-            **llm.request_options(),
-        )
+        text = (await llm.complete(client, messages, temperature=0.3)).strip()
     except OpenAIError as exc:
         logger.warning("LLM refinement failed, keeping the template wording: %s", exc)
         return None
     finally:
         await client.close()
-    text = (response.choices[0].message.content or "").strip() if response.choices else ""
     if reason := rejection(text, answer, profile, literals):
         logger.info("LLM rewrite rejected (%s), keeping the template wording", reason)
         return None

@@ -124,18 +124,15 @@ async def draft_program(
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": _context(profile, knobs, rng)},
     ]
-    client = llm.client(timeout=120.0)
+    client = llm.client()
     last = ""
     try:
         for _ in range(DEBUG_ROUNDS):
             try:
-                response = await client.chat.completions.create(
-                    model=llm.model, messages=messages, temperature=0.7, **llm.request_options()
-                )
+                text = await llm.complete(client, messages, temperature=0.7)
             except OpenAIError as exc:
                 logger.warning("LLM program synthesis failed: %s", exc)
                 return "llm program: endpoint error"
-            text = (response.choices[0].message.content or "") if response.choices else ""
             messages.append({"role": "assistant", "content": text})
             parsed = _parse(text)
             if isinstance(parsed, str):

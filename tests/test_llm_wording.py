@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
+import time
 
 import pytest
 
@@ -109,3 +111,34 @@ async def test_an_unreachable_endpoint_keeps_the_template_with_a_warning(
     with caplog.at_level(logging.WARNING, logger="task_synth.llm"):
         assert await refine_request(config, TEMPLATE, ANSWER, PROFILE, LITERALS) is None
     assert "keeping the template wording" in caplog.text and "Connection error" in caplog.text
+
+
+async def test_requests_wait_for_a_slot_and_the_wait_is_not_timed(openai_server: FakeOpenAI) -> None:
+    """A server that answers one request at a time (llama.cpp's): with ``concurrency`` 1 the requests are
+    sent one by one and each gets its whole ``timeout_s``, however long the queue; with more slots they
+    overlap, and the same queue behind the server would have timed out."""
+    openai_server.script = lambda request: text(GOOD)
+    openai_server.delay_s = 0.4
+    one_at_a_time = LLMConfig(openai_server.base_url, "wording-model", concurrency=1, timeout_s=1.0)
+    started = time.monotonic()
+    rewrites = await asyncio.gather(
+        *(refine_request(one_at_a_time, TEMPLATE, ANSWER, PROFILE, LITERALS) for _ in range(5))
+    )
+    assert rewrites == [GOOD] * 5
+    assert openai_server.most_in_flight == 1
+    assert time.monotonic() - started >= 5 * 0.4  # longer than any one request's timeout
+    openai_server.most_in_flight = 0
+    three = LLMConfig(openai_server.base_url, "wording-model", concurrency=3)
+    await asyncio.gather(*(refine_request(three, TEMPLATE, ANSWER, PROFILE, LITERALS) for _ in range(5)))
+    assert openai_server.most_in_flight == 3
+
+
+async def test_a_request_past_its_timeout_keeps_the_template(
+    openai_server: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    openai_server.script = lambda request: text(GOOD)
+    openai_server.delay_s = 2.0
+    config = LLMConfig(openai_server.base_url, "wording-model", timeout_s=0.3)
+    with caplog.at_level(logging.WARNING, logger="task_synth.llm"):
+        assert await refine_request(config, TEMPLATE, ANSWER, PROFILE, LITERALS) is None
+    assert "keeping the template wording" in caplog.text and "timed out" in caplog.text

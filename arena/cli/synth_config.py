@@ -42,6 +42,8 @@ class LLMSettings(_Section):
     api_key_env: str = "OPENAI_API_KEY"
     max_tokens: int | None = Field(1024, ge=1)
     extra_body: ExtraBody = Field(default_factory=dict)
+    concurrency: int = Field(4, ge=1)
+    timeout_s: float = Field(120.0, gt=0)
 
 
 class PolicySettings(_Section):
@@ -139,7 +141,13 @@ class SynthSettings(_Section):
         if llm.base_url is None or llm.model is None:
             raise ConfigError("llm.base_url and llm.model must be set together")
         return LLMConfig(
-            llm.base_url, llm.model, os.environ.get(llm.api_key_env), llm.max_tokens, llm.extra_body
+            llm.base_url,
+            llm.model,
+            os.environ.get(llm.api_key_env),
+            llm.max_tokens,
+            llm.extra_body,
+            llm.concurrency,
+            llm.timeout_s,
         )
 
 
