@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -66,12 +65,6 @@ class LLMConfig:
                 model=self.model, messages=messages, temperature=temperature, **options
             )
         return (response.choices[0].message.content or "") if response.choices else ""
-
-    @classmethod
-    def from_settings(cls, base_url: str | None, model: str | None, api_key_env: str) -> LLMConfig | None:
-        if not base_url or not model:
-            return None
-        return cls(base_url=base_url, model=model, api_key=os.environ.get(api_key_env))
 
 
 async def refine_request(

@@ -141,13 +141,13 @@ class SynthSettings(_Section):
         if llm.base_url is None or llm.model is None:
             raise ConfigError("llm.base_url and llm.model must be set together")
         return LLMConfig(
-            llm.base_url,
-            llm.model,
-            os.environ.get(llm.api_key_env),
-            llm.max_tokens,
-            llm.extra_body,
-            llm.concurrency,
-            llm.timeout_s,
+            base_url=llm.base_url,
+            model=llm.model,
+            api_key=os.environ.get(llm.api_key_env),
+            max_tokens=llm.max_tokens,
+            extra_body=llm.extra_body,
+            concurrency=llm.concurrency,
+            timeout_s=llm.timeout_s,
         )
 
 
