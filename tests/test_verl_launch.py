@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -12,18 +13,28 @@ from pathlib import Path
 import pytest
 import ray
 import yaml
+from omegaconf import OmegaConf
 from verl.trainer.ppo.utils import need_critic, need_reference_policy
 from verl.utils.config import validate_config
 
 import trainers.verl.setup
 from arena.cli.hydra_config import ConfigError, load
 from arena.cli.main import main
-from arena.evolve.settings import EvolveSettings
+from arena.evolve.settings import EvolveError, EvolveSettings
 from arena.policies.tiny import build_tiny
 from arena.rollout.episode import SYSTEM_PROMPT, EpisodeConfig
 from tests.hf_samples import SIZE
-from trainers.verl.evolve import VerlRoundTrainer, latest_hf, make_trainer, round_job
-from trainers.verl.launch import check_shared_storage, compose_train, connect, ensure_pool, verl_config
+from trainers.verl import cpu_platform
+from trainers.verl.evolve import VerlRoundTrainer, latest_hf, make_trainer, round_job, run_job
+from trainers.verl.launch import (
+    check_shared_storage,
+    compose_train,
+    connect,
+    ensure_pool,
+    local_ray_resources,
+    on_cpu,
+    verl_config,
+)
 
 REQUIRED = ["trainer=verl", "model.path=/models/tiny", "data.train_files=/data/arena/train.parquet"]
 
@@ -108,6 +119,7 @@ def test_evolve_with_trainer_verl_builds_each_rounds_verl_job(tmp_path: Path) ->
     assert job.actor_rollout_ref.model.path == str(model)
     assert job.data.train_files == str(tmp_path / "data" / "train.parquet")
     assert job.trainer.total_training_steps == 3 and job.trainer.resume_mode == "auto"
+    assert job.trainer.total_epochs == 3  # verl ends at its last epoch: a small round still takes its steps
     assert job.trainer.default_local_dir == str(tmp_path / "round1" / "verl")
     assert job.actor_rollout_ref.rollout.multi_turn.max_assistant_turns == 4
     assert list(job.arena.envs) == ["library"]
@@ -167,7 +179,7 @@ def test_local_ray_without_env_slots_fails_within_seconds(tmp_path: Path) -> Non
         assert time.monotonic() - started < 10
     finally:
         ray.shutdown()
-    connect(config)  # cluster.address=null: a local Ray
+    connect(config, None)  # a local Ray
     try:
         assert ray.cluster_resources().get("arena_env_slots", 0) >= 1
         check_shared_storage(tmp_path / "ckpt")  # one node: it sees the driver's directory
@@ -212,3 +224,56 @@ def test_slurm_gpu_nodes_alone_advertise_gpus(tmp_path: Path) -> None:
     for node, gpus, slots in (("n0", 0, False), ("n1", 0, True), ("n2", 8, False), ("n3", 8, False)):
         assert f"--num-gpus={gpus}" in starts[node], starts[node]
         assert ("arena_env_slots" in starts[node]) is slots, starts[node]
+
+
+def test_verl_cpu_preset_and_the_local_ray_it_needs() -> None:
+    """``trainer=verl_cpu``: verl's trainer on the CPU platform with the hf rollout, valid for verl; a local
+    Ray started for it offers a verl_cpu unit per rank and the logical CPUs that verl's bundles and
+    TransferQueue's actors hold (else they wait forever on a small machine)."""
+    config = compose_train(["trainer=verl_cpu", *REQUIRED[1:]])
+    assert on_cpu(config) and config.actor_rollout_ref.rollout.name == "hf"
+    assert config.actor_rollout_ref.actor.strategy == config.actor_rollout_ref.ref.strategy == "fsdp2"
+    assert config.algorithm.adv_estimator == "arena_grpo"  # the arena's verl defaults underneath
+    trainers.verl.setup.register()
+    validate_config(config=verl_config(config), use_reference_policy=True, use_critic=False)
+    cores = os.cpu_count() or 1
+    ranks, units = (
+        config.trainer.n_gpus_per_node,
+        config.transfer_queue.backend.SimpleStorage.num_data_storage_units,
+    )
+    resources = local_ray_resources(config)
+    assert resources["resources"] == {"arena_env_slots": cores, "verl_cpu": ranks}
+    assert resources["num_cpus"] == cores + 3 * ranks + 1 + units
+    gpu = compose_train(REQUIRED[1:])
+    assert not on_cpu(gpu) and local_ray_resources(gpu) == {"resources": {"arena_env_slots": cores}}
+
+
+def test_verls_placement_check_counts_cpu_ranks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """verl checks a worker group's placement against GPU/NPU node resources only; on the CPU platform it
+    counts verl_cpu, and a shortfall is one line saying how to advertise it."""
+    from verl.single_controller.ray.base import ResourcePoolManager
+
+    monkeypatch.setattr(
+        ResourcePoolManager, "_check_resource_available", ResourcePoolManager._check_resource_available
+    )
+    ray.init(num_cpus=1, resources={"verl_cpu": 2}, include_dashboard=False, configure_logging=False)
+    try:
+        with pytest.raises(ValueError, match="GPUs"):  # verl's own check on a CPU Ray
+            ResourcePoolManager({"pool": [1]}, {})._check_resource_available()
+        cpu_platform.count_platform_resource()
+        ResourcePoolManager({"pool": [2]}, {})._check_resource_available()
+        with pytest.raises(ValueError, match=r"wants 3 trainer ranks but .* offers 2 verl_cpu \(start nodes"):
+            ResourcePoolManager({"pool": [3]}, {})._check_resource_available()
+    finally:
+        ray.shutdown()
+
+
+def test_a_failed_round_job_is_one_line_naming_its_error(tmp_path: Path) -> None:
+    """``arena evolve trainer=verl`` runs each round's job in a child process: when it fails, the round
+    fails with the exception the child's log ends with, and where the log is."""
+    job = OmegaConf.create({"trainer": {"device": "cuda"}})  # no verl sections at all
+    with pytest.raises(
+        EvolveError, match=r"the round's verl job failed: [\w.]+Error: Missing key .+\(log: .+verl\.log\)"
+    ):
+        run_job(job, None, tmp_path)
+    assert (tmp_path / "verl_job.yaml").is_file() and "Traceback" in (tmp_path / "verl.log").read_text()

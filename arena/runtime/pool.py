@@ -56,13 +56,15 @@ def _ray_address() -> str | None:
     return ray.get_runtime_context().gcs_address if ray.is_initialized() else None
 
 
-def start_local_ray(tries: int = RAY_START_TRIES) -> None:
-    """Start a local Ray. Ray gives its node 30 s to come up and then raises a bare ``Exception``; on a
-    loaded machine that can happen once, so it is tried again before ``InfrastructureError``."""
+def start_local_ray(tries: int = RAY_START_TRIES, **init_kwargs: Any) -> None:
+    """Start a local Ray (``init_kwargs`` go to ``ray.init`` over quiet defaults). Ray gives its node 30 s
+    to come up and then raises a bare ``Exception``; on a loaded machine that can happen once, so it is
+    tried again before ``InfrastructureError``."""
     global _inherited_locations
+    kwargs = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False} | init_kwargs
     for attempt in range(1, tries + 1):
         try:
-            ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+            ray.init(**kwargs)
             _inherited_locations = (_ray_address(), _locations())
             return
         except Exception as exc:  # Ray's own startup timeout is a plain Exception

@@ -247,16 +247,41 @@ def init_process_group() -> None:
         )
 
 
+def count_platform_resource() -> None:
+    """verl checks a worker group's placement against the cluster before it asks Ray for it, counting
+    only ``GPU`` (else ``NPU``) node resources (``ResourcePoolManager._check_resource_available``,
+    single_controller/ray/base.py:226-243), never the platform's own: rebound, in this process, to count
+    ``verl_cpu``, with an error that says how to advertise it."""
+    import ray
+    from verl.single_controller.ray.base import ResourcePoolManager
+
+    def check_cpu_ranks_available(manager: ResourcePoolManager) -> None:
+        nodes = ray._private.state.available_resources_per_node().values()
+        available = sum(node.get(RESOURCE, 0) for node in nodes)
+        required = manager.get_n_gpus()
+        if available < required:
+            raise ValueError(
+                f"verl on CPU wants {required} trainer ranks but the Ray cluster offers {available:g} "
+                f"{RESOURCE} (start nodes with ray start --resources='{{\"{RESOURCE}\": N}}')"
+            )
+
+    ResourcePoolManager._check_resource_available = check_cpu_ranks_available
+
+
 def selected() -> bool:
     """Whether this process runs verl on the CPU platform (``VERL_PLATFORM=cpu``)."""
     return os.environ.get(ENV, "").strip().lower() == NAME
 
 
 def install() -> None:
-    """With ``VERL_PLATFORM=cpu``, in a process of a verl worker group (``WG_BACKEND=ray``, ``RANK`` set
-    by ``RayWorkerGroup``): register the FSDP engine for ``cpu`` and open the gloo process group. The
-    platform class itself registers on import, in every process."""
-    if selected() and os.environ.get("WG_BACKEND") == "ray" and "RANK" in os.environ:
+    """With ``VERL_PLATFORM=cpu``: placement checked against ``verl_cpu`` in every process (the trainer's
+    driver creates the resource pools); in a process of a verl worker group (``WG_BACKEND=ray``, ``RANK``
+    set by ``RayWorkerGroup``) also the FSDP engine registered for ``cpu`` and the gloo process group.
+    The platform class itself registers on import, in every process."""
+    if not selected():
+        return
+    count_platform_resource()
+    if os.environ.get("WG_BACKEND") == "ray" and "RANK" in os.environ:
         register_engine()
         unpin_offload()
         init_process_group()

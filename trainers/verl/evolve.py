@@ -12,19 +12,23 @@ on the driver with the local trainer's code (``trainers.local``): verl's SFT tra
 from __future__ import annotations
 
 import asyncio
+import re
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from arena.evolve.settings import EvolveError
 from arena.policies.hf import HFPolicy
 from arena.rollout.episode import EpisodeConfig, SessionProvider
 from task_synth.model import Task
 from trainers.local.evolve import current_policy, sft_on, trainer_config
 from trainers.local.trainer import GRPOTrainer
 from trainers.verl.dataset import export
-from trainers.verl.launch import check_shared_storage, connect, ensure_pool, verl_config
+from trainers.verl.launch import verl_config
 
 ARENA_KEYS = ("name", "factory", "steps_per_round", "verl")
 LATEST = "latest_checkpointed_iteration.txt"
@@ -41,12 +45,14 @@ def round_job(
     """The verl job of one round: the composed verl sections (``trainer["verl"]``) with the round's
     model, data, checkpoint directory, step count and episode limits."""
     verl_trainer = {k: v for k, v in trainer.items() if k not in ARENA_KEYS}
+    steps = int(trainer.get("steps_per_round", 4))
     config = OmegaConf.create({**trainer["verl"], "trainer": verl_trainer})
     overrides = {
         "actor_rollout_ref.model.path": str(model_dir),
         "data.train_files": str(data_dir / "train.parquet"),
         "data.val_files": str(data_dir / "train.parquet"),
-        "trainer.total_training_steps": int(trainer.get("steps_per_round", 4)),
+        "trainer.total_training_steps": steps,
+        "trainer.total_epochs": steps,  # verl stops at the end of its epochs: never before the steps
         "trainer.default_local_dir": str(checkpoint_dir / "verl"),
         "trainer.resume_mode": "auto",
         "trainer.val_before_train": False,
@@ -99,7 +105,7 @@ class VerlRoundTrainer:
         envs = sorted({task.env for task in tasks})
         job = round_job(self.trainer, start, checkpoint_dir / "data", checkpoint_dir, config, envs)
         progress(f"verl: {counts['train']} tasks, {job.trainer.total_training_steps} GRPO steps on Ray")
-        await asyncio.to_thread(run_job, job, self.cluster_address)
+        await asyncio.to_thread(run_job, job, self.cluster_address, checkpoint_dir)
         trained = latest_hf(checkpoint_dir)
         if trained is None:
             raise RuntimeError(
@@ -113,15 +119,25 @@ class VerlRoundTrainer:
         self.local.save(directory)
 
 
-def run_job(job: DictConfig, address: str | None) -> None:
-    """verl's trainer on the job on the Ray cluster at ``address`` (local when None), the pool actor
-    started first and Ray joined with the arena's hooks."""
-    from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
+ERROR_LINE = re.compile(r"^(?:\(\S+ pid=\d+\) )?((?:\w+\.)*\w+(?:Error|Exception): .+)$")
+"""The line of a Python traceback naming the exception, with or without Ray's ``(Actor pid=N)`` prefix."""
 
-    connect(OmegaConf.merge(job, {"cluster": {"address": address}}))
-    check_shared_storage(Path(job.trainer.default_local_dir))
-    asyncio.run(ensure_pool(job))
-    run_ppo(job, task_runner_class=TaskRunnerV1)
+
+def run_job(job: DictConfig, address: str | None, directory: Path) -> None:
+    """verl's trainer on the job, on the Ray cluster at ``address`` (a local Ray of its own when None), in
+    a child process (``trainers.verl.launch``) with its output in ``directory/verl.log``. A failed job is
+    an ``EvolveError`` naming the exception the log ends with and the log."""
+    spec = directory / "verl_job.yaml"
+    OmegaConf.save(job, spec)
+    log = directory / "verl.log"
+    command = [sys.executable, "-m", "trainers.verl.launch", str(spec), *([address] if address else [])]
+    with log.open("w") as out:
+        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False)
+    if done.returncode != 0:
+        text = re.sub(r"\x1b\[[0-9;]*m", "", log.read_text(errors="replace"))
+        errors = [m.group(1) for m in map(ERROR_LINE.match, text.splitlines()) if m]
+        cause = errors[-1] if errors else f"exit {done.returncode}"
+        raise EvolveError(f"the round's verl job failed: {cause} (log: {log})")
 
 
 def make_trainer(

@@ -83,6 +83,8 @@ class HFRolloutServer:
             .eval()
         )
         self.eos = self.model.generation_config.eos_token_id
+        # sampling draws from this process's generator: seeded as verl seeds vLLM (rollout.seed)
+        torch.manual_seed(int(getattr(config, "seed", 0) or 0) + replica_rank)
         self.lock = asyncio.Lock()
         self.global_steps: int | None = None
 

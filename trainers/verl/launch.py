@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import logging
+import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -99,25 +100,54 @@ def pool_envs(arena: DictConfig) -> list[str]:
     return names
 
 
-def connect(config: DictConfig) -> None:
-    """``ray.init`` on ``cluster.address`` (a local Ray when null) with the job's runtime env: its
-    ``worker_process_setup_hook`` registers the arena's agent loop and estimator in every worker.
-    A local Ray started here advertises ``arena_env_slots`` (one per CPU): its one node runs everything."""
+def on_cpu(config: DictConfig) -> bool:
+    """``trainer.device=cpu``: verl's workers run on the arena's CPU platform (``cpu_platform``)."""
+    return str(config.trainer.get("device")) == "cpu"
+
+
+def local_ray_resources(config: DictConfig) -> dict[str, Any]:
+    """What a local Ray started here advertises: ``arena_env_slots`` (one per CPU: its one node runs
+    everything) and, for a CPU job, one ``verl_cpu`` per trainer rank plus the logical CPUs that verl's
+    placement bundles reserve beside each rank (``max_colocate_count`` apiece) and TransferQueue's actors
+    hold (one for its controller, one per storage unit): placeholders, not cores, without which those
+    actors would wait for CPUs a small machine does not have."""
     import os
 
+    from verl.single_controller.ray.base import ResourcePoolManager
+
+    from arena.runtime.containers import ENV_SLOT_RESOURCE
+    from trainers.verl.cpu_platform import RESOURCE
+
+    cores = os.cpu_count() or 1
+    kwargs: dict[str, Any] = {"resources": {ENV_SLOT_RESOURCE: cores}}
+    if on_cpu(config):
+        ranks = int(config.trainer.nnodes) * int(config.trainer.n_gpus_per_node)
+        kwargs["resources"][RESOURCE] = ranks
+        queue = 1 + int(config.transfer_queue.backend.SimpleStorage.num_data_storage_units)
+        kwargs["num_cpus"] = cores + ResourcePoolManager.max_colocate_count * ranks + queue
+    return kwargs
+
+
+def connect(config: DictConfig, address: str | None) -> None:
+    """``ray.init`` on ``address`` (a local Ray when None, ``local_ray_resources``) with the job's runtime
+    env: its ``worker_process_setup_hook`` registers the arena's agent loop and estimator in every worker;
+    a CPU job (``on_cpu``) also selects the CPU platform there."""
     import ray
     from verl.trainer.constants_ppo import get_ppo_ray_runtime_env
 
-    from arena.runtime.containers import ENV_SLOT_RESOURCE
+    from arena.runtime.pool import start_local_ray
+    from trainers.verl import cpu_platform
 
     if ray.is_initialized():
         return
     ours = config.ray_kwargs.ray_init.runtime_env
     runtime_env = OmegaConf.to_container(OmegaConf.merge(get_ppo_ray_runtime_env(config), ours), resolve=True)
-    kwargs: dict[str, Any] = {}
-    if config.cluster.address is None:
-        kwargs["resources"] = {ENV_SLOT_RESOURCE: os.cpu_count() or 1}
-    ray.init(address=config.cluster.address, runtime_env=runtime_env, **kwargs)
+    if on_cpu(config):
+        runtime_env.setdefault("env_vars", {})[cpu_platform.ENV] = cpu_platform.NAME
+    if address is None:
+        start_local_ray(runtime_env=runtime_env, log_to_driver=True, **local_ray_resources(config))
+    else:
+        ray.init(address=address, runtime_env=runtime_env)
 
 
 def check_env_slots(arena: DictConfig) -> None:
@@ -192,6 +222,16 @@ async def ensure_pool(config: DictConfig) -> Any:
 
 def train(config: DictConfig) -> None:
     """Run verl's trainer on the cluster with the arena's pool (blocks until training ends)."""
+    run(verl_config(config), config.cluster.address)
+
+
+def run(job: DictConfig, address: str | None) -> None:
+    """verl's trainer (``TaskRunnerV1``) on ``job`` (``verl_config``'s output) on the Ray cluster at
+    ``address`` (local when None), the pool actor started first."""
+    from trainers.verl import cpu_platform
+
+    if on_cpu(job):  # before verl resolves its platform: once per process, on importing its trainer
+        os.environ[cpu_platform.ENV] = cpu_platform.NAME
     from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
@@ -200,10 +240,23 @@ def train(config: DictConfig) -> None:
     import trainers.verl.setup
 
     trainers.verl.setup.register()
-    job = verl_config(config)
-    connect(config)
+    connect(job, address)
     check_shared_storage(Path(job.trainer.default_local_dir))
-    asyncio.run(ensure_pool(config))
+    asyncio.run(ensure_pool(job))
     auto_set_device(job)
     validate_config(config=job, use_reference_policy=need_reference_policy(job), use_critic=need_critic(job))
     run_ppo(job, task_runner_class=TaskRunnerV1)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m trainers.verl.launch JOB.yaml [ADDRESS]``: ``run`` on a job saved as YAML, in a process
+    of its own (``arena evolve trainer=verl`` runs each round's job so: verl's platform and Ray are the
+    job's, not the evolve driver's)."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    run(OmegaConf.load(args[0]), args[1] if len(args) > 1 else None)
+
+
+if __name__ == "__main__":
+    main()
