@@ -37,7 +37,7 @@ export RAY_AUTH_MODE="${RAY_AUTH_MODE:-disabled}"
 # BFCL's published wheel (data, backends, checker; no dependencies) into the arena's data folder, once.
 .venv/bin/python -m environments.bfcl fetch || echo "[test] could not fetch bfcl-eval; BFCL tests will say why" >&2
 set +e
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest --durations=20 "$@"
 status=$?
 set -e
 if [[ ${status} -eq 5 ]]; then

@@ -3,6 +3,7 @@ with a padding mask, in generation and in training, on a grouped-query model lik
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,16 @@ def test_gqa_attention_generates_the_same_greedy_tokens(gqa_model: Path) -> None
     assert [r.ids for r in results[0]] == [r.ids for r in results[1]]
     for a, b in zip(*results, strict=True):
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+
+
+def test_loaded_in_float32_whatever_the_config_says(gqa_model: Path, tmp_path: Path) -> None:
+    """A checkpoint whose config names bfloat16 over float32 tensors (verl's Hugging Face export) loads
+    with its exact float32 weights: transformers' default would round them to bfloat16."""
+    model = AutoModelForCausalLM.from_pretrained(gqa_model, dtype=torch.float32)
+    model.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(config | {"dtype": "bfloat16"}))
+    loaded = load_causal_lm(tmp_path)
+    weights = loaded.state_dict()
+    assert all(tensor.dtype == torch.float32 for tensor in weights.values())
+    assert all(torch.equal(weights[name], tensor) for name, tensor in model.state_dict().items())

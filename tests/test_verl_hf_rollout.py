@@ -1,7 +1,7 @@
 """The ``hf`` rollout backend (``trainers.verl.hf_rollout``): its server generates token-in/token-out from a
 tiny model with the log-probs the policy gives those tokens, honours the turn's token budget and stop
 tokens, takes new weights (tied names included) and refuses unknown ones; ``rollout.name=hf`` resolves
-through verl's two registries. verl's workers driving it: ``tests/test_verl_cpu_step.py``."""
+through verl's two registries. verl's trainer driving it: ``tests/test_verl_train_cpu.py``."""
 
 from __future__ import annotations
 

@@ -8,7 +8,6 @@ import asyncio
 import copy
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,10 +20,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from arena.policies.hf import encode_conversation
 from tests.conftest import local_pool
 from tests.hf_samples import book_conversation, tiny_dir
+from tests.verl_samples import ROOT, run_isolated
 from trainers.local import GRPOTrainer, SFTExample, TrainerConfig
 from trainers.verl import dataset
 
-ROOT = Path(__file__).parents[1]
 LAUNCH_TIMEOUT_S = 1500  # a hang guard per launch
 PROMPTS, N = 4, 8  # four copies of the task per step, eight rollouts each (the GRPO groups)
 HALF_RIGHT = TrainerConfig(epochs=80, sft_lr=3e-3, sft_batch_size=2)
@@ -75,27 +74,13 @@ def launch(
         "trainer.save_freq=1",
         "trainer.test_freq=-1",
         "trainer.val_before_train=false",
-        "trainer.total_epochs=2",  # four prompts: one step per epoch
+        f"trainer.total_epochs={steps}",  # four prompts: one step per epoch
         "trainer.logger=[console,file]",
         f"trainer.default_local_dir={root / 'ckpt'}",
     ]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "VERL_FILE_LOGGER_PATH": str(log)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "arena.cli.main", "train", *args],
-        cwd=ROOT,
-        env=env,
-        text=True,
-        start_new_session=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+    return run_isolated(
+        ["-m", "arena.cli.main", "train", *args], LAUNCH_TIMEOUT_S, env={"VERL_FILE_LOGGER_PATH": str(log)}
     )
-    try:
-        out, _ = proc.communicate(timeout=LAUNCH_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        pytest.fail(f"arena train timed out after {LAUNCH_TIMEOUT_S} s:\n{out[-4000:]}")
-    return subprocess.CompletedProcess(args, proc.returncode, out)
 
 
 def steps_logged(log: Path) -> dict[int, dict[str, float]]:
@@ -140,22 +125,80 @@ def test_arena_train_runs_grpo_on_cpu_and_resumes(tmp_path: Path) -> None:
     )
     assert moved > 1e-3  # the step changed what the model says
 
-    second = launch(tmp_path, warm, train_files, steps=2, log=tmp_path / "second.jsonl")
+    second = launch(tmp_path, warm, train_files, steps=3, log=tmp_path / "second.jsonl")
     assert second.returncode == 0, second.stdout[-6000:]
     # resumed: verl's checkpoint manager loaded the first launch's actor weights and optimizer
     assert f"Loaded model from {tmp_path / 'ckpt' / 'global_step_1' / 'actor'}" in second.stdout
     assert f"Loaded optimizer from {tmp_path / 'ckpt' / 'global_step_1' / 'actor'}" in second.stdout
     logged = steps_logged(tmp_path / "second.jsonl")
-    assert list(logged) == [2]  # step 1 was not trained again
-    step2 = logged[2]
-    # the resumed actor holds step 1's weights and the replica generated with them, not with model.path's:
-    # its log-probs match the actor's far closer than the step moved the model
-    assert (
-        step2["training/rollout_probs_diff_mean"] < 1e-2
-        and step2["rollout_corr/log_ppl_abs_diff"] < 0.1 * moved
+    assert list(logged) == [2, 3]  # step 1 was not trained again
+    # step 2: the replica generated with the resumed weights (synced at start), not with model.path's;
+    # step 3: with step 2's update (synced by verl's checkpoint engine after it). Either way its log-probs
+    # match the actor's far more closely than one step moves the model.
+    for step in (2, 3):
+        assert logged[step]["training/rollout_probs_diff_mean"] < 1e-2
+        assert logged[step]["rollout_corr/log_ppl_abs_diff"] < 0.1 * moved, (step, float(moved))
+    export3 = tmp_path / "ckpt" / "global_step_3" / "actor" / "huggingface"
+    later = answer_log_probs(export3, messages, tools) - answer_log_probs(export1, messages, tools)
+    assert later.abs().mean() > 0  # steps 2 and 3 trained on
+    assert (tmp_path / "ckpt" / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
+
+
+@pytest.mark.slow
+def test_arena_evolve_trains_its_round_with_verl_on_cpu(tmp_path: Path) -> None:
+    """``arena evolve trainer=verl_cpu``: the round's targeted tasks go to verl's trainer in a child
+    process (its own local Ray and pool actor), and the next evaluation runs verl's Hugging Face export."""
+    args = [
+        "policy=tiny",
+        "envs=[library]",
+        "train_set.tasks_per_env=4",
+        "heldout.tasks_per_env=3",
+        "targeted.tasks=4",
+        "rollout.max_turns=3",
+        "policy.max_new_tokens=24",
+        "rounds=1",
+        "trainer=verl_cpu",
+        "trainer.steps_per_round=1",
+        "data.train_batch_size=2",
+        "data.max_prompt_length=1024",
+        "data.max_response_length=256",
+        "actor_rollout_ref.rollout.n=2",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=1",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=2",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=2",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=2",
+        # the untrained tiny policy earns reward 0 on every task, so GRPO has no gradient; AdamW's decoupled
+        # weight decay still shrinks every weight by lr x decay = 1%, enough to tell verl's export (bf16)
+        # from the model the round started from
+        "actor_rollout_ref.actor.optim.lr=0.1",
+        "actor_rollout_ref.actor.optim.weight_decay=0.1",
+        "arena.workers_per_env=1",
+        "arena.warm_sessions_per_worker=2",
+        "run_id=verl",
+        f"store.url=sqlite:///{tmp_path / 'evolve.db'}",
+        f"report.dir={tmp_path / 'runs'}",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ARENA_HOME": str(tmp_path / "home")}
+    done = subprocess.run(
+        [sys.executable, "-m", "arena.cli.main", "evolve", *args],
+        cwd=ROOT,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=LAUNCH_TIMEOUT_S,
+        check=False,
     )
-    export2 = tmp_path / "ckpt" / "global_step_2" / "actor" / "huggingface"
-    assert (
-        answer_log_probs(export2, messages, tools) - answer_log_probs(export1, messages, tools)
-    ).abs().mean() > 0
-    assert (tmp_path / "ckpt" / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    line = json.loads(done.stdout.strip().splitlines()[-1])
+    assert line["rounds"] == 1 and len(line["heldout_success_per_round"]) == 2
+    steps = tmp_path / "runs" / "verl" / "checkpoints" / "round1-steps"
+    assert (steps / "verl" / "latest_checkpointed_iteration.txt").read_text().strip() == "1"
+    trained = steps / "verl" / "global_step_1" / "actor" / "huggingface"
+    assert "critic/score/mean" in (steps / "verl.log").read_text()  # verl logged its step
+    weights = {
+        path.name: AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).state_dict()
+        for path in (steps / "start", trained, tmp_path / "runs" / "verl" / "checkpoints" / "round1")
+    }
+    start, exported, kept = weights["start"], weights["huggingface"], weights["round1"]
+    assert all(not torch.equal(start[k], exported[k]) for k in start)  # verl's step changed every tensor
+    assert all(torch.equal(exported[k], kept[k]) for k in exported)  # and the loop continues from it

@@ -7,9 +7,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import ray
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
@@ -19,6 +23,7 @@ from verl.workers.rollout.replica import TokenOutput
 from arena.cli.hydra_config import CONF_DIR
 from task_synth.model import Task
 
+ROOT = Path(__file__).parents[1]
 LOGPROB = -0.25
 MODE = re.compile(r"\[scripted: (\w+)\]")
 
@@ -105,3 +110,26 @@ def scripted_tasks(task: Task, plays: list[str]) -> list[Task]:
         task.model_copy(update={"request": f"{task.request} [scripted: {p}]", "id": ""}).with_id()
         for p in plays
     ]
+
+
+def run_isolated(
+    args: list[str], timeout_s: float, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python args`` from the repository in its own process group (``env`` added to this one's),
+    killed with everything it started (its Ray) on timeout; stderr joins stdout."""
+    proc = subprocess.Popen(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        text=True,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(f"timed out after {timeout_s:.0f} s:\n{out[-4000:]}")
+    return subprocess.CompletedProcess(args, proc.returncode, out)

@@ -15,6 +15,7 @@ err_console = Console(stderr=True)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    from arena.runtime.errors import InfrastructureError
     from trainers.verl.launch import compose_train, train
 
     try:
@@ -30,6 +31,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return 2
+    except InfrastructureError as exc:  # a local Ray that did not start
+        err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        return 1
     return 0
 
 

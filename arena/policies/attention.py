@@ -53,6 +53,8 @@ ALL_MASK_ATTENTION_FUNCTIONS.register(GQA_SDPA, sdpa_mask)
 
 
 def load_causal_lm(path: str | Path, device: str | torch.device = "cpu") -> PreTrainedModel:
-    """The causal LM at ``path`` on ``device``, its attention ``sdpa_gqa``."""
-    model = AutoModelForCausalLM.from_pretrained(path, attn_implementation=GQA_SDPA)
+    """The causal LM at ``path`` on ``device`` in float32 (the master weights: bf16 is an autocast, see
+    ``arena.policies.precision``), whatever ``dtype`` its config names (verl's exports say bfloat16
+    over float32 tensors), its attention ``sdpa_gqa``."""
+    model = AutoModelForCausalLM.from_pretrained(path, attn_implementation=GQA_SDPA, dtype=torch.float32)
     return model.to(device)

@@ -56,6 +56,7 @@ def round_job(
         "trainer.default_local_dir": str(checkpoint_dir / "verl"),
         "trainer.resume_mode": "auto",
         "trainer.val_before_train": False,
+        "trainer.test_freq": -1,  # the loop evaluates every round on its held-out set
         "actor_rollout_ref.rollout.multi_turn.max_assistant_turns": episode.max_turns,
         "arena.max_tokens": episode.max_tokens,
         "arena.envs": envs,

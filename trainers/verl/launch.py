@@ -1,6 +1,8 @@
 """``arena train trainer=verl ...``: compose ``conf/train.yaml`` (verl's own ``ppo_trainer`` plus the
-arena's defaults, ``conf/trainer/verl.yaml``), then, on the Ray cluster at ``cluster.address``: start the
-environment pool actor if it is not running, and run verl's PPO/GRPO trainer (``run_ppo``) with it.
+arena's defaults, ``conf/trainer/verl.yaml``; ``trainer=verl_cpu`` for CPU processes), then, on the Ray
+cluster at ``cluster.address`` (a local Ray when null): start the environment pool actor if it is not
+running, and run verl's PPO/GRPO trainer (``run_ppo`` with ``TaskRunnerV1``) with it. ``python -m
+trainers.verl.launch JOB.yaml`` runs a saved job the same way (``arena evolve trainer=verl``'s rounds).
 
 The arena's own keys (``model``, ``cluster``, ``arena``, ``trainer.name``/``trainer.factory``) sit beside
 verl's; ``verl_config`` strips what verl does not know (``arena`` stays: the agent loop reads it), fills
@@ -111,8 +113,6 @@ def local_ray_resources(config: DictConfig) -> dict[str, Any]:
     placement bundles reserve beside each rank (``max_colocate_count`` apiece) and TransferQueue's actors
     hold (one for its controller, one per storage unit): placeholders, not cores, without which those
     actors would wait for CPUs a small machine does not have."""
-    import os
-
     from verl.single_controller.ray.base import ResourcePoolManager
 
     from arena.runtime.containers import ENV_SLOT_RESOURCE
