@@ -198,7 +198,9 @@ def test_slurm_gpu_nodes_alone_advertise_gpus(tmp_path: Path) -> None:
         "scontrol": "printf 'n0\\nn1\\nn2\\nn3\\n'",
         "srun": f'echo "$*" >> {log}; case "$*" in *hostname*) echo 10.0.0.1;; esac',
         "sleep": "true",
-        "python": "cat > /dev/null",
+        # the script's wait for every node to join: here, for the 4 backgrounded `ray start` calls to land
+        "python": f'cat > /dev/null; for _ in $(seq 300); do (( $(grep -c "ray start" {log}) >= 4 ))'
+        " && exit 0; /bin/sleep 0.1; done; exit 1",
     }
     for name, body in stubs.items():
         (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
