@@ -5,6 +5,10 @@ once per policy and weights, ``PrefixCache``); every later turn starts from the 
 so only the tokens a turn adds (a tool result, the generation prompt) go through the model. Rows of a batch
 have caches and new tokens of different lengths: each row is laid out as ``[pad | its cache | pad | its new
 tokens]`` with the pads masked out and its own position ids, so one forward pass serves them all.
+
+The batch's keys and values live in buffers sized for the whole call (cache, new tokens, every token it may
+generate), written in place (``ReservedLayer``): transformers' ``DynamicLayer`` concatenates each layer's
+whole cache with every new token, a copy of the batch's entire cache per decode step.
 """
 
 from __future__ import annotations
@@ -14,16 +18,12 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Any
 
 import torch
-from transformers import DynamicCache, PreTrainedModel
+from transformers import PreTrainedModel
+from transformers.cache_utils import Cache, DynamicLayer
 from transformers.generation.logits_process import TopPLogitsWarper
-
-DECODE_THREADS = 1
-"""Intra-op threads for the one-token decode steps. Each step is hundreds of small operations; while the
-environments, Ray and the event loop share the cores, a second thread mostly waits at barriers (measured
-on the 2-core CI machine during an evaluation: 0.29 s per step of 16 rows with one thread, 0.94 s with
-two). The prefill of a batch keeps torch's thread count."""
 
 LayerKV = tuple[torch.Tensor, torch.Tensor]
 """One layer's keys and values for one sequence: ``[heads, length, head_dim]`` each."""
@@ -64,30 +64,78 @@ class Sampling:
     pad_token_id: int
 
 
-def _batch_cache(caches: Sequence[KV | None], width: int, like: torch.Tensor) -> DynamicCache | None:
-    """Per-layer ``[batch, heads, width, head_dim]`` tensors with each row's cache right-aligned."""
-    if width == 0:
-        return None
-    template = next(c for c in caches if c)
-    layers = []
-    for layer, (keys, values) in enumerate(template):
-        shape = (len(caches), keys.shape[0], width, keys.shape[2])
-        batch_keys = torch.zeros(shape, dtype=keys.dtype, device=like.device)
-        batch_values = torch.zeros(shape, dtype=values.dtype, device=like.device)
-        for row, cache in enumerate(caches):
-            if cache:
-                length = kv_length(cache)
-                batch_keys[row, :, width - length :] = cache[layer][0]
-                batch_values[row, :, width - length :] = cache[layer][1]
-        layers.append((batch_keys, batch_values))
-    return DynamicCache(ddp_cache_data=layers)
+class ReservedLayer(DynamicLayer):
+    """One layer's batch cache in buffers with room for ``capacity`` positions, each row's earlier cache
+    right-aligned in the first ``width``: an update writes the new keys and values after the filled ones and
+    returns views of everything filled (no copy of the cache). The buffers take the dtype of the first
+    update (float32, or bfloat16 under autocast)."""
+
+    def __init__(self, rows: Sequence[LayerKV | None], width: int, capacity: int) -> None:
+        super().__init__()
+        self.rows, self.filled, self.capacity = rows, width, capacity
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self._allocate(key_states)
+        start, end = self.filled, self.filled + key_states.shape[-2]
+        if end > self.capacity:
+            raise ValueError(f"the reserved cache holds {self.capacity} positions; {end} were asked for")
+        self.buffers[0][:, :, start:end] = key_states
+        self.buffers[1][:, :, start:end] = value_states
+        self.filled = end
+        self.keys, self.values = self.buffers[0][:, :, :end], self.buffers[1][:, :, :end]
+        return self.keys, self.values
+
+    def _allocate(self, like: torch.Tensor) -> None:
+        shape = (len(self.rows), like.shape[1], self.capacity, like.shape[3])
+        self.buffers = tuple(torch.zeros(shape, dtype=like.dtype, device=like.device) for _ in "kv")
+        for row, cached in enumerate(self.rows):
+            if cached is not None:
+                length = cached[0].shape[1]
+                for buffer, tensor in zip(self.buffers, cached, strict=True):
+                    buffer[row, :, self.filled - length : self.filled] = tensor
+        self.dtype, self.device, self.is_initialized = like.dtype, like.device, True
+        self.rows = ()
+
+    def get_seq_length(self) -> int:
+        return self.filled
 
 
-def _row_cache(cache: DynamicCache, row: int, keep: torch.Tensor) -> KV:
+def _batch_cache(caches: Sequence[KV | None], width: int, capacity: int, layers: int) -> Cache:
+    """A cache of ``capacity`` positions a row, each row's cache right-aligned in the first ``width``."""
+    rows = [[c[layer] if c else None for c in caches] for layer in range(layers)]
+    return Cache(layers=[ReservedLayer(layer_rows, width, capacity) for layer_rows in rows])
+
+
+def _row_cache(cache: Cache, row: int, keep: torch.Tensor) -> KV:
     """Row ``row`` of a batch cache at the positions ``keep`` (pads and unfed tokens dropped)."""
     return tuple(
         (layer.keys[row][:, keep].clone(), layer.values[row][:, keep].clone()) for layer in cache.layers
     )
+
+
+def _prefill(
+    model: PreTrainedModel, request: GenerationRequest, layers: int, precision: AbstractContextManager | None
+) -> tuple[KV, torch.Tensor]:
+    """Feed one request's new tokens after its cache, alone (no padding): its whole cache and the logits
+    of its next token."""
+    if not request.tokens:
+        raise ValueError("a generation request must bring at least one new token")
+    device = next(model.parameters()).device
+    cached = kv_length(request.cache)
+    ids = torch.tensor([request.tokens], device=device)
+    past = _batch_cache([request.cache], cached, cached + ids.shape[1], layers)
+    with precision or contextlib.nullcontext():
+        out = model(
+            input_ids=ids,
+            position_ids=torch.arange(cached, cached + ids.shape[1], device=device)[None],
+            past_key_values=past,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+    return tuple((layer.keys[0], layer.values[0]) for layer in past.layers), out.logits[0, -1].float()
 
 
 @torch.inference_mode()
@@ -97,73 +145,64 @@ def generate(
     sampling: Sampling,
     precision: AbstractContextManager | None = None,
 ) -> list[GenerationResult]:
-    """Sample a continuation of every request, together, reusing each request's cache."""
+    """Sample a continuation of every request, together, reusing each request's cache.
+
+    Each request's new tokens are fed alone (rows of a batch differ in length by hundreds of tokens: a tool
+    result against a generation prompt; padding them to one width more than doubled the prefill's work in
+    an evaluation); the decode steps then run over all rows at once."""
     device = next(model.parameters()).device
-    batch = len(requests)
-    cached = [kv_length(r.cache) for r in requests]
-    cache_width, width = max(cached), max(len(r.tokens) for r in requests)
-    ids = torch.full((batch, width), sampling.pad_token_id, dtype=torch.long)
-    mask = torch.zeros((batch, cache_width + width), dtype=torch.long)
-    positions = torch.zeros((batch, width), dtype=torch.long)
-    for row, request in enumerate(requests):
-        length = len(request.tokens)
-        ids[row, width - length :] = torch.tensor(request.tokens)
-        mask[row, cache_width - cached[row] : cache_width] = 1
-        mask[row, cache_width + width - length :] = 1
-        positions[row, width - length :] = torch.arange(cached[row], cached[row] + length)
-    ids, mask, positions = ids.to(device), mask.to(device), positions.to(device)
-    past = _batch_cache([r.cache for r in requests], cache_width, ids)
+    model.eval()
+    layers = model.config.get_text_config(decoder=True).num_hidden_layers
+    prefilled = [_prefill(model, request, layers, precision) for request in requests]
+    batch, lengths = len(requests), [kv_length(cache) for cache, _ in prefilled]
+    width, longest = max(lengths), max(r.max_new_tokens for r in requests)
+    mask = torch.zeros((batch, width), dtype=torch.long)
+    for row, length in enumerate(lengths):
+        mask[row, width - length :] = 1
+    mask, positions = mask.to(device), torch.tensor(lengths, device=device)[:, None]
+    past = _batch_cache([cache for cache, _ in prefilled], width, width + longest, layers)
+    logits = torch.stack([row_logits for _, row_logits in prefilled])
     limits = torch.tensor([r.max_new_tokens for r in requests], device=device)
     warp = TopPLogitsWarper(sampling.top_p) if sampling.temperature > 0 and sampling.top_p < 1 else None
     generated: list[torch.Tensor] = []
     logprobs: list[torch.Tensor] = []
     done = torch.zeros(batch, dtype=torch.bool, device=device)
-    steps = 0
-    model.eval()
-    threads = torch.get_num_threads()
-    try:
-        while True:
-            with precision or contextlib.nullcontext():
-                out = model(
-                    input_ids=ids,
-                    attention_mask=mask,
-                    position_ids=positions,
-                    past_key_values=past,
-                    use_cache=True,
-                    logits_to_keep=1,
-                )
-            past = out.past_key_values
-            logits = out.logits[:, -1].float()
-            if sampling.temperature > 0:
-                scaled = logits / sampling.temperature
-                probs = torch.softmax(warp(ids, scaled) if warp else scaled, dim=-1)
-                token = torch.multinomial(probs, 1).squeeze(-1)
-            else:
-                scaled = logits
-                token = scaled.argmax(-1)
-            chosen = torch.log_softmax(scaled, dim=-1).gather(-1, token[:, None]).squeeze(-1)
-            token = torch.where(done, sampling.pad_token_id, token)
-            generated.append(token)
-            logprobs.append(chosen)
-            steps += 1
-            done |= (token == sampling.eos_token_id) | (steps >= limits)
-            if bool(done.all()):
-                break
-            ids = token[:, None]
-            torch.set_num_threads(min(threads, DECODE_THREADS))
-            positions = positions[:, -1:] + 1
-            mask = torch.cat([mask, torch.ones((batch, 1), dtype=mask.dtype, device=device)], dim=1)
-    finally:
-        torch.set_num_threads(threads)
+    while True:
+        if sampling.temperature > 0:
+            scaled = logits / sampling.temperature
+            probs = torch.softmax(warp(positions, scaled) if warp else scaled, dim=-1)
+            token = torch.multinomial(probs, 1).squeeze(-1)
+        else:
+            scaled = logits
+            token = scaled.argmax(-1)
+        chosen = torch.log_softmax(scaled, dim=-1).gather(-1, token[:, None]).squeeze(-1)
+        token = torch.where(done, sampling.pad_token_id, token)
+        generated.append(token)
+        logprobs.append(chosen)
+        done |= (token == sampling.eos_token_id) | (len(generated) >= limits)
+        if bool(done.all()):
+            break
+        mask = torch.cat([mask, torch.ones((batch, 1), dtype=mask.dtype, device=device)], dim=1)
+        with precision or contextlib.nullcontext():
+            out = model(
+                input_ids=token[:, None],
+                attention_mask=mask,
+                position_ids=positions,
+                past_key_values=past,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+        logits = out.logits[:, -1].float()
+        positions = positions + 1
     tokens = torch.stack(generated, dim=1).cpu()
     scores = torch.stack(logprobs, dim=1).float().cpu()
     results = []
-    fed_prefix = mask[:, : cache_width + width].cpu().bool()
+    fed_prefix = mask[:, :width].cpu().bool()
     for row, request in enumerate(requests):
         row_ids = tokens[row, : request.max_new_tokens].tolist()
         stopped = sampling.eos_token_id in row_ids
         end = row_ids.index(sampling.eos_token_id) + 1 if stopped else len(row_ids)
-        keep = torch.cat([fed_prefix[row].nonzero().squeeze(-1), torch.arange(end - 1) + cache_width + width])
+        keep = torch.cat([fed_prefix[row].nonzero().squeeze(-1), torch.arange(end - 1) + width])
         results.append(
             GenerationResult(
                 row_ids[:end], scores[row, :end].tolist(), stopped, _row_cache(past, row, keep.to(device))

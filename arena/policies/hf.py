@@ -43,7 +43,7 @@ class HFPolicyConfig:
     top_p: float = 1.0
     max_new_tokens: int = 128
     context_limit: int = 4096
-    max_batch: int = 16
+    max_batch: int = 32
     seed: int = 0
     precision: str = "fp32"
     reuse_cache: bool = True
