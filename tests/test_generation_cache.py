@@ -9,9 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from arena.policies.base import TokenTrajectory
+from arena.policies.generation import (
+    GenerationRequest,
+    PrefixCache,
+    ReservedLayer,
+    Sampling,
+    generate,
+    kv_length,
+)
 from arena.policies.hf import HFPolicy, HFPolicyConfig
 from arena.policies.tiny import build_tiny
 from arena.rollout.episode import SYSTEM_PROMPT
@@ -96,3 +105,42 @@ def test_weights_changed_drops_cached_prefixes(model_dir: Path) -> None:
     policy.weights_changed()
     asyncio.run(_play(policy, REQUESTS[0], 1))
     assert policy.prefixes.misses == 2 and policy.prefixes.hits == 0
+
+
+def test_a_batch_generates_what_each_request_generates_alone(model_dir: Path) -> None:
+    """Rows whose caches and new tokens differ in length (prefilled alone, then decoded together over a
+    right-aligned batch cache) get the ids, log-probs and caches they get alone."""
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    sampling = Sampling(0.0, 1.0, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.eos_token_id)
+    prefix = tokenizer.encode(SYSTEM_PROMPT)
+    shared = PrefixCache().get(model, prefix)
+    requests = [
+        GenerationRequest(tokenizer.encode(REQUESTS[0]), shared, 9),
+        GenerationRequest(tokenizer.encode(REQUESTS[1] + " " + REQUESTS[2]), None, 5),
+        GenerationRequest(tokenizer.encode(REQUESTS[2]), shared, 7),
+    ]
+    together = generate(model, requests, sampling)
+    for request, batched in zip(requests, together, strict=True):
+        (alone,) = generate(model, [request], sampling)
+        assert batched.ids == alone.ids and batched.stopped == alone.stopped
+        assert max(abs(a - b) for a, b in zip(batched.logprobs, alone.logprobs, strict=True)) < 1e-4
+        fed = kv_length(request.cache) + len(request.tokens) + len(alone.ids) - 1
+        assert kv_length(batched.cache) == kv_length(alone.cache) == fed
+        for (keys, values), (keys_alone, values_alone) in zip(batched.cache, alone.cache, strict=True):
+            assert torch.allclose(keys, keys_alone, atol=1e-5) and torch.allclose(
+                values, values_alone, atol=1e-5
+            )
+
+
+def test_the_batch_cache_grows_in_place_and_refuses_to_overflow() -> None:
+    rows = [(torch.ones(2, 3, 4), torch.ones(2, 3, 4)), None]
+    layer = ReservedLayer(rows, width=3, capacity=5)
+    assert layer.get_seq_length() == 3  # before the first update: the rows' caches, right-aligned
+    keys, values = layer.update(torch.full((2, 2, 1, 4), 2.0), torch.full((2, 2, 1, 4), 3.0))
+    assert keys.shape == (2, 2, 4, 4) and float(keys[1, :, :3].abs().sum()) == 0.0  # row 1 had no cache
+    assert float(keys[0, :, :3].sum()) == 24.0 and float(values[:, :, 3].mean()) == 3.0
+    grown, _ = layer.update(torch.zeros(2, 2, 1, 4), torch.zeros(2, 2, 1, 4))
+    assert grown.data_ptr() == keys.data_ptr() and grown.shape[2] == 5  # the same buffer, not a copy
+    with pytest.raises(ValueError, match="holds 5 positions; 6"):
+        layer.update(torch.zeros(2, 2, 1, 4), torch.zeros(2, 2, 1, 4))
