@@ -110,10 +110,9 @@ def _batch_cache(caches: Sequence[KV | None], width: int, capacity: int, layers:
 
 
 def _row_cache(cache: Cache, row: int, keep: torch.Tensor) -> KV:
-    """Row ``row`` of a batch cache at the positions ``keep`` (pads and unfed tokens dropped)."""
-    return tuple(
-        (layer.keys[row][:, keep].clone(), layer.values[row][:, keep].clone()) for layer in cache.layers
-    )
+    """Row ``row`` of a batch cache at the positions ``keep`` (pads and unfed tokens dropped): a copy, as
+    indexing by a tensor makes one."""
+    return tuple((layer.keys[row][:, keep], layer.values[row][:, keep]) for layer in cache.layers)
 
 
 def _prefill(
