@@ -3,8 +3,9 @@
 An episode's first turn starts from the cached system prompt and tool list of its environment (computed
 once per policy and weights, ``PrefixCache``); every later turn starts from the cache its previous turn left,
 so only the tokens a turn adds (a tool result, the generation prompt) go through the model. Rows of a batch
-have caches and new tokens of different lengths: each row is laid out as ``[pad | its cache | pad | its new
-tokens]`` with the pads masked out and its own position ids, so one forward pass serves them all.
+have caches and new tokens of different lengths: each row's new tokens are fed alone after its own cache
+(no padding), then every decode step serves all rows at once, each row laid out as ``[pad | its cache | its
+generated tokens]`` with the pads masked out and its own position ids.
 
 The batch's keys and values live in buffers sized for the whole call (cache, new tokens, every token it may
 generate), written in place (``ReservedLayer``): transformers' ``DynamicLayer`` concatenates each layer's

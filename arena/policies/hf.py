@@ -7,7 +7,8 @@ The buffer is the ``TokenTrajectory`` a trainer consumes (verl's ``AgentLoopOutp
 are parsed from the generated text (``toolcall_parsing``).
 
 Generation runs in a worker thread so the event loop keeps serving tools; requests of concurrent episodes
-that arrive while the model is busy are generated together as one left-padded batch.
+that arrive while the model is busy are generated together as one batch
+(``arena.policies.generation``).
 """
 
 from __future__ import annotations
