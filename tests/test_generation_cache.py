@@ -144,3 +144,18 @@ def test_the_batch_cache_grows_in_place_and_refuses_to_overflow() -> None:
     assert grown.data_ptr() == keys.data_ptr() and grown.shape[2] == 5  # the same buffer, not a copy
     with pytest.raises(ValueError, match="holds 5 positions; 6"):
         layer.update(torch.zeros(2, 2, 1, 4), torch.zeros(2, 2, 1, 4))
+
+
+def test_top_p_samples_only_inside_the_nucleus(model_dir: Path) -> None:
+    """A nucleus so narrow that it holds only the top token samples the greedy ids at any temperature;
+    without it the same temperature strays from them."""
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    eos = tokenizer.eos_token_id
+    requests = [GenerationRequest(tokenizer.encode(request), None, 12) for request in REQUESTS]
+    greedy = [r.ids for r in generate(model, requests, Sampling(0.0, 1.0, eos, eos))]
+    torch.manual_seed(0)
+    narrow = [r.ids for r in generate(model, requests, Sampling(5.0, 1e-6, eos, eos))]
+    wide = [r.ids for r in generate(model, requests, Sampling(5.0, 1.0, eos, eos))]
+    assert narrow == greedy
+    assert wide != greedy

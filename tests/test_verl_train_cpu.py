@@ -26,24 +26,38 @@ from trainers.verl import dataset
 
 LAUNCH_TIMEOUT_S = 1500  # a hang guard per launch
 PROMPTS, N = 4, 8  # four copies of the task per step, eight rollouts each (the GRPO groups)
-HALF_RIGHT = TrainerConfig(epochs=80, sft_lr=3e-3, sft_batch_size=2)
+HALF_RIGHT = TrainerConfig(epochs=20, sft_lr=3e-3, sft_batch_size=2)  # 80 updates, as many as before
+
+
+def with_request(messages: list[dict[str, Any]], request: str, answer: str) -> list[dict[str, Any]]:
+    """The conversation asked as ``request`` and answered with ``answer``."""
+    changed = copy.deepcopy(messages)
+    changed[1]["content"], changed[-1]["content"] = request, answer
+    return changed
 
 
 async def half_right_model(root: Path) -> tuple[Path, Path, list[dict[str, Any]], list[dict[str, Any]]]:
-    """A tiny model taught the book task's conversation twice, once with the right copy count and once
-    with a wrong one, so its samples earn both verdicts; and a verl export of the task."""
+    """A tiny model taught each prompt of the step (the book task, its request padded apart) twice, once
+    with the right copy count and once with a wrong one, so its samples earn both verdicts; and a verl
+    export of those prompts."""
     pool_of_one = local_pool({"library": 1}, warm_sessions_per_worker=1)
     async with pool_of_one as pool, pool.session("library") as session:
         messages, tools, task = await book_conversation(session)
-    wrong = copy.deepcopy(messages)
-    wrong[-1]["content"] = json.dumps({"copies": json.loads(messages[-1]["content"])["copies"] + 1})
-    trainer = GRPOTrainer(tiny_dir(root / "tiny", messages, tools), HALF_RIGHT)
-    trainer.sft([SFTExample(messages, tools), SFTExample(wrong, tools)])
-    warm = trainer.save(root / "warm")
+    right = messages[-1]["content"]
+    wrong = json.dumps({"copies": json.loads(right)["copies"] + 1})
     copies = [
         task.model_copy(update={"id": "", "request": task.request + " " * i}).with_id()
         for i in range(PROMPTS)
     ]
+    # every prompt taught: one left untaught (padding the model never saw) derails most of its samples
+    examples = [
+        SFTExample(with_request(messages, prompt.request, answer), tools)
+        for prompt in copies
+        for answer in (right, wrong)
+    ]
+    trainer = GRPOTrainer(tiny_dir(root / "tiny", messages, tools), HALF_RIGHT)
+    trainer.sft(examples)
+    warm = trainer.save(root / "warm")
     dataset.export(copies, root / "data", val_fraction=0.0)
     return warm, root / "data" / "train.parquet", messages, tools
 

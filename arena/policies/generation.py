@@ -117,13 +117,16 @@ def _row_cache(cache: Cache, row: int, keep: torch.Tensor) -> KV:
 
 
 def _prefill(
-    model: PreTrainedModel, request: GenerationRequest, layers: int, precision: AbstractContextManager | None
+    model: PreTrainedModel,
+    request: GenerationRequest,
+    layers: int,
+    device: torch.device,
+    precision: AbstractContextManager | None,
 ) -> tuple[KV, torch.Tensor]:
     """Feed one request's new tokens after its cache, alone (no padding): its whole cache and the logits
     of its next token."""
     if not request.tokens:
         raise ValueError("a generation request must bring at least one new token")
-    device = next(model.parameters()).device
     cached = kv_length(request.cache)
     ids = torch.tensor([request.tokens], device=device)
     past = _batch_cache([request.cache], cached, cached + ids.shape[1], layers)
@@ -153,7 +156,7 @@ def generate(
     device = next(model.parameters()).device
     model.eval()
     layers = model.config.get_text_config(decoder=True).num_hidden_layers
-    prefilled = [_prefill(model, request, layers, precision) for request in requests]
+    prefilled = [_prefill(model, request, layers, device, precision) for request in requests]
     batch, lengths = len(requests), [kv_length(cache) for cache, _ in prefilled]
     width, longest = max(lengths), max(r.max_new_tokens for r in requests)
     mask = torch.zeros((batch, width), dtype=torch.long)
@@ -164,13 +167,14 @@ def generate(
     logits = torch.stack([row_logits for _, row_logits in prefilled])
     limits = torch.tensor([r.max_new_tokens for r in requests], device=device)
     warp = TopPLogitsWarper(sampling.top_p) if sampling.temperature > 0 and sampling.top_p < 1 else None
+    no_ids = torch.empty((batch, 0), dtype=torch.long, device=device)  # the warper reads the scores only
     generated: list[torch.Tensor] = []
     logprobs: list[torch.Tensor] = []
     done = torch.zeros(batch, dtype=torch.bool, device=device)
     while True:
         if sampling.temperature > 0:
             scaled = logits / sampling.temperature
-            probs = torch.softmax(warp(positions, scaled) if warp else scaled, dim=-1)
+            probs = torch.softmax(warp(no_ids, scaled) if warp else scaled, dim=-1)
             token = torch.multinomial(probs, 1).squeeze(-1)
         else:
             scaled = logits
