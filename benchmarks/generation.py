@@ -7,7 +7,13 @@ Each row is ``context`` token ids drawn with a fixed seed, left-padded by up to 
 (rows differ in length, as episodes do, so a padding mask is always given). Both implementations generate
 ``new`` tokens greedily with ``arena.policies.generation.generate``; every forward call is timed: the first
 ``rows`` are the rows' prefills (each row alone, unpadded), the rest decode steps of all rows. The greedy
-ids must be equal. The last line printed is one JSON object.
+ids must be equal.
+
+Then rows that end at different lengths (row ``i`` may generate ``new * (i + 1) // rows`` tokens, as an
+evaluation's turns end: a short tool call beside a long answer): the decode time of the whole call with
+finished rows dropped from the batch (the default) against kept in it until the last row ends
+(``drop_finished=False``, the baseline), with ``sdpa_gqa``; the ids must be equal. The last line printed
+is one JSON object.
 """
 
 from __future__ import annotations
@@ -30,18 +36,21 @@ from arena.policies.generation import GenerationRequest, Sampling, generate  # n
 from benchmarks.stats import Row, print_table  # noqa: E402
 
 
-def timed_forward(model: PreTrainedModel) -> list[float]:
-    """Record the wall time (ms) of every forward call of ``model`` from now on."""
+def run(
+    model: PreTrainedModel, requests: list[GenerationRequest], sampling: Sampling, drop_finished: bool = True
+) -> tuple[list, list[float]]:
+    """The generated ids and the wall time (ms) of every forward call of ``model`` during the call."""
     samples: list[float] = []
     start: list[float] = []
-    model.register_forward_pre_hook(lambda *_: start.append(time.perf_counter()))
-    model.register_forward_hook(lambda *_: samples.append((time.perf_counter() - start.pop()) * 1000))
-    return samples
-
-
-def run(model: PreTrainedModel, requests: list[GenerationRequest], sampling: Sampling) -> tuple[list, list]:
-    samples = timed_forward(model)
-    results = generate(model, requests, sampling)
+    hooks = [
+        model.register_forward_pre_hook(lambda *_: start.append(time.perf_counter())),
+        model.register_forward_hook(lambda *_: samples.append((time.perf_counter() - start.pop()) * 1000)),
+    ]
+    try:
+        results = generate(model, requests, sampling, drop_finished=drop_finished)
+    finally:
+        for hook in hooks:
+            hook.remove()
     return [r.ids for r in results], samples
 
 
@@ -66,7 +75,8 @@ def main() -> None:
     baseline = AutoModelForCausalLM.from_pretrained(path, attn_implementation="sdpa")
     base_ids, base_calls = run(baseline, requests, sampling)
     del baseline
-    gqa_ids, gqa_calls = run(load_causal_lm(path), requests, sampling)
+    model = load_causal_lm(path)
+    gqa_ids, gqa_calls = run(model, requests, sampling)
     base_prefill, base_ms = sum(base_calls[: args.rows]), base_calls[args.rows :]
     gqa_prefill, gqa_ms = sum(gqa_calls[: args.rows]), gqa_calls[args.rows :]
     equal = base_ids == gqa_ids
@@ -85,6 +95,17 @@ def main() -> None:
         rows,
     )
     decode_gqa, decode_base = rows[0].p50 or 0.0, rows[0].baseline or 0.0
+    uneven = [
+        GenerationRequest(r.tokens, None, max(1, args.new * (i + 1) // args.rows))
+        for i, r in enumerate(requests)
+    ]
+    drop_ids, drop_calls = run(model, uneven, sampling)
+    keep_ids, keep_calls = run(model, uneven, sampling, drop_finished=False)
+    drop_ms, keep_ms = sum(drop_calls[args.rows :]), sum(keep_calls[args.rows :])
+    print_table(
+        f"rows ending at 1/{args.rows} .. all of {args.new} new tokens: decode of the whole call",
+        [Row("decode, finished rows dropped", drop_ms, baseline_name="kept", baseline=keep_ms)],
+    )
     print(
         json.dumps(
             {
@@ -98,6 +119,10 @@ def main() -> None:
                 "prefill_ms_sdpa": round(base_prefill, 1),
                 "prefill_ms_sdpa_gqa": round(gqa_prefill, 1),
                 "greedy_ids_equal": equal,
+                "uneven_decode_ms_dropped": round(drop_ms, 1),
+                "uneven_decode_ms_kept": round(keep_ms, 1),
+                "uneven_decode_speedup": round(keep_ms / drop_ms, 2) if drop_ms else None,
+                "uneven_ids_equal": drop_ids == keep_ids,
             }
         )
     )

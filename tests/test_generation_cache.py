@@ -107,19 +107,7 @@ def test_weights_changed_drops_cached_prefixes(model_dir: Path) -> None:
     assert policy.prefixes.misses == 2 and policy.prefixes.hits == 0
 
 
-def test_a_batch_generates_what_each_request_generates_alone(model_dir: Path) -> None:
-    """Rows whose caches and new tokens differ in length (prefilled alone, then decoded together over a
-    right-aligned batch cache) get the ids, log-probs and caches they get alone."""
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    sampling = Sampling(0.0, 1.0, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.eos_token_id)
-    prefix = tokenizer.encode(SYSTEM_PROMPT)
-    shared = PrefixCache().get(model, prefix)
-    requests = [
-        GenerationRequest(tokenizer.encode(REQUESTS[0]), shared, 9),
-        GenerationRequest(tokenizer.encode(REQUESTS[1] + " " + REQUESTS[2]), None, 5),
-        GenerationRequest(tokenizer.encode(REQUESTS[2]), shared, 7),
-    ]
+def _assert_each_row_as_alone(model: Any, requests: list[GenerationRequest], sampling: Sampling) -> None:
     together = generate(model, requests, sampling)
     for request, batched in zip(requests, together, strict=True):
         (alone,) = generate(model, [request], sampling)
@@ -131,6 +119,49 @@ def test_a_batch_generates_what_each_request_generates_alone(model_dir: Path) ->
             assert torch.allclose(keys, keys_alone, atol=1e-5) and torch.allclose(
                 values, values_alone, atol=1e-5
             )
+
+
+def test_a_batch_generates_what_each_request_generates_alone(model_dir: Path) -> None:
+    """Rows whose caches and new tokens differ in length (prefilled alone, then decoded together over a
+    right-aligned batch cache) get the ids, log-probs and caches they get alone."""
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    sampling = Sampling(0.0, 1.0, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.eos_token_id)
+    shared = PrefixCache().get(model, tokenizer.encode(SYSTEM_PROMPT))
+    requests = [
+        GenerationRequest(tokenizer.encode(REQUESTS[0]), shared, 9),
+        GenerationRequest(tokenizer.encode(REQUESTS[1] + " " + REQUESTS[2]), None, 5),
+        GenerationRequest(tokenizer.encode(REQUESTS[2]), shared, 7),
+    ]
+    _assert_each_row_as_alone(model, requests, sampling)
+
+
+def test_finished_rows_leave_the_batch_and_the_rest_generate_as_alone(model_dir: Path) -> None:
+    """Rows that end early (their token limits) are dropped from the decode batch; the rows left keep
+    generating exactly what they generate alone, and the dropped rows' caches are whole."""
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    no_eos = len(tokenizer)  # an id never sampled: every row runs to its limit
+    sampling = Sampling(0.0, 1.0, eos_token_id=no_eos, pad_token_id=tokenizer.eos_token_id)
+    shared = PrefixCache().get(model, tokenizer.encode(SYSTEM_PROMPT))
+    limits = (2, 3, 12, 20, 30, 30)
+    requests = [
+        GenerationRequest(tokenizer.encode(REQUESTS[i % len(REQUESTS)]), shared if i % 2 else None, limit)
+        for i, limit in enumerate(limits)
+    ]
+    rows_fed: list[int] = []
+    hook = model.register_forward_pre_hook(
+        lambda _, args, kwargs: rows_fed.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+    )
+    try:
+        results = generate(model, requests, sampling)
+    finally:
+        hook.remove()
+    assert [len(result.ids) for result in results] == list(limits)
+    decode = rows_fed[len(requests) :]  # after one prefill per request
+    assert decode[0] == len(requests) and decode[-1] == 2 and decode == sorted(decode, reverse=True)
+    assert sum(decode) < len(requests) * (max(limits) - 1)  # fewer row-steps than keeping every row
+    _assert_each_row_as_alone(model, requests, sampling)
 
 
 def test_the_batch_cache_grows_in_place_and_refuses_to_overflow() -> None:

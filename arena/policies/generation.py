@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -103,6 +103,11 @@ class ReservedLayer(DynamicLayer):
     def get_seq_length(self) -> int:
         return self.filled
 
+    def keep_rows(self, index: torch.Tensor) -> None:
+        """Keep only the rows ``index`` (in that order): one copy of their buffers."""
+        self.buffers = tuple(buffer.index_select(0, index) for buffer in self.buffers)
+        self.keys, self.values = self.buffers[0][:, :, : self.filled], self.buffers[1][:, :, : self.filled]
+
 
 def _batch_cache(caches: Sequence[KV | None], width: int, capacity: int, layers: int) -> Cache:
     """A cache of ``capacity`` positions a row, each row's cache right-aligned in the first ``width``."""
@@ -141,52 +146,77 @@ def _prefill(
     return tuple((layer.keys[0], layer.values[0]) for layer in past.layers), out.logits[0, -1].float()
 
 
+COMPACT_SHARE = 4
+"""The decode drops finished rows from the batch once they are at least 1 in ``COMPACT_SHARE`` of it."""
+COMPACT_MIN_STEPS = 8
+"""... and the rows left may still generate this many tokens (a compaction copies their caches once)."""
+
+
 @torch.inference_mode()
 def generate(
     model: PreTrainedModel,
     requests: Sequence[GenerationRequest],
     sampling: Sampling,
     precision: AbstractContextManager | None = None,
+    drop_finished: bool = True,
 ) -> list[GenerationResult]:
     """Sample a continuation of every request, together, reusing each request's cache.
 
     Each request's new tokens are fed alone (rows of a batch differ in length by hundreds of tokens: a tool
     result against a generation prompt; padding them to one width more than doubled the prefill's work in
-    an evaluation); the decode steps then run over all rows at once."""
+    an evaluation); the decode steps then run over all rows at once, and rows that have finished leave the
+    batch (a finished row would otherwise be fed padding, its whole cache read, until the longest row
+    ends: 37% of the row-steps of an evaluation); ``drop_finished=False`` keeps them (the benchmark's
+    baseline)."""
     device = next(model.parameters()).device
     model.eval()
     layers = model.config.get_text_config(decoder=True).num_hidden_layers
     prefilled = [_prefill(model, request, layers, device, precision) for request in requests]
-    batch, lengths = len(requests), [kv_length(cache) for cache, _ in prefilled]
+    lengths = [kv_length(cache) for cache, _ in prefilled]
     width, longest = max(lengths), max(r.max_new_tokens for r in requests)
-    mask = torch.zeros((batch, width), dtype=torch.long)
+    mask = torch.zeros((len(requests), width), dtype=torch.long)
     for row, length in enumerate(lengths):
         mask[row, width - length :] = 1
+    fed_prefix = [row.nonzero().squeeze(-1) for row in mask.bool()]
     mask, positions = mask.to(device), torch.tensor(lengths, device=device)[:, None]
     past = _batch_cache([cache for cache, _ in prefilled], width, width + longest, layers)
     logits = torch.stack([row_logits for _, row_logits in prefilled])
-    limits = torch.tensor([r.max_new_tokens for r in requests], device=device)
-    warp = TopPLogitsWarper(sampling.top_p) if sampling.temperature > 0 and sampling.top_p < 1 else None
-    no_ids = torch.empty((batch, 0), dtype=torch.long, device=device)  # the warper reads the scores only
-    generated: list[torch.Tensor] = []
-    logprobs: list[torch.Tensor] = []
-    done = torch.zeros(batch, dtype=torch.bool, device=device)
+    draw = _sampler(sampling, device)
+    ids: list[list[int]] = [[] for _ in requests]
+    logprobs: list[list[float]] = [[] for _ in requests]
+    results: list[GenerationResult | None] = [None] * len(requests)
+    rows = list(range(len(requests)))  # the request each row of the batch serves
+
+    def finish(row: int, request: int) -> None:
+        keep = torch.cat([fed_prefix[request], torch.arange(len(ids[request]) - 1) + width]).to(device)
+        stopped = ids[request][-1] == sampling.eos_token_id
+        cache = _row_cache(past, row, keep)
+        results[request] = GenerationResult(ids[request], logprobs[request], stopped, cache)
+
     while True:
-        if sampling.temperature > 0:
-            scaled = logits / sampling.temperature
-            probs = torch.softmax(warp(no_ids, scaled) if warp else scaled, dim=-1)
-            token = torch.multinomial(probs, 1).squeeze(-1)
-        else:
-            scaled = logits
-            token = scaled.argmax(-1)
-        chosen = torch.log_softmax(scaled, dim=-1).gather(-1, token[:, None]).squeeze(-1)
-        token = torch.where(done, sampling.pad_token_id, token)
-        generated.append(token)
-        logprobs.append(chosen)
-        done |= (token == sampling.eos_token_id) | (len(generated) >= limits)
-        if bool(done.all()):
-            break
-        mask = torch.cat([mask, torch.ones((batch, 1), dtype=mask.dtype, device=device)], dim=1)
+        token, chosen = draw(logits)
+        for request, new_id, score in zip(rows, token.tolist(), chosen.tolist(), strict=True):
+            if not _ended(ids[request], requests[request], sampling):
+                ids[request].append(new_id)
+                logprobs[request].append(score)
+        ended = [_ended(ids[request], requests[request], sampling) for request in rows]
+        left = max(requests[request].max_new_tokens - len(ids[request]) for request in rows)
+        compact = drop_finished and sum(ended) * COMPACT_SHARE >= len(rows) and left >= COMPACT_MIN_STEPS
+        if all(ended) or compact:
+            for row, request in enumerate(rows):
+                if ended[row]:
+                    finish(row, request)
+            if all(ended):
+                break
+            kept = [row for row, done in enumerate(ended) if not done]
+            index = torch.tensor(kept, device=device)
+            for layer in past.layers:
+                layer.keep_rows(index)
+            rows = [rows[row] for row in kept]
+            token, mask, positions = token[index], mask[index], positions[index]
+            ended = [False] * len(rows)
+        token = torch.where(torch.tensor(ended, device=device), sampling.pad_token_id, token)
+        mask = torch.cat([mask, torch.ones((len(rows), 1), dtype=mask.dtype, device=device)], dim=1)
         with precision or contextlib.nullcontext():
             out = model(
                 input_ids=token[:, None],
@@ -198,21 +228,31 @@ def generate(
             )
         logits = out.logits[:, -1].float()
         positions = positions + 1
-    tokens = torch.stack(generated, dim=1).cpu()
-    scores = torch.stack(logprobs, dim=1).float().cpu()
-    results = []
-    fed_prefix = mask[:, :width].cpu().bool()
-    for row, request in enumerate(requests):
-        row_ids = tokens[row, : request.max_new_tokens].tolist()
-        stopped = sampling.eos_token_id in row_ids
-        end = row_ids.index(sampling.eos_token_id) + 1 if stopped else len(row_ids)
-        keep = torch.cat([fed_prefix[row].nonzero().squeeze(-1), torch.arange(end - 1) + width])
-        results.append(
-            GenerationResult(
-                row_ids[:end], scores[row, :end].tolist(), stopped, _row_cache(past, row, keep.to(device))
-            )
-        )
-    return results
+    return [result for result in results if result is not None]
+
+
+def _ended(ids: list[int], request: GenerationRequest, sampling: Sampling) -> bool:
+    return bool(ids) and (ids[-1] == sampling.eos_token_id or len(ids) >= request.max_new_tokens)
+
+
+def _sampler(
+    sampling: Sampling, device: torch.device
+) -> Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    """Draw each row's next token from its logits: the token and its log-prob (at the temperature)."""
+    warp = TopPLogitsWarper(sampling.top_p) if sampling.temperature > 0 and sampling.top_p < 1 else None
+
+    def draw(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if sampling.temperature > 0:
+            scaled = logits / sampling.temperature
+            no_ids = torch.empty((scaled.shape[0], 0), dtype=torch.long, device=device)  # read by no warper
+            probs = torch.softmax(warp(no_ids, scaled) if warp else scaled, dim=-1)
+            token = torch.multinomial(probs, 1).squeeze(-1)
+        else:
+            scaled = logits
+            token = scaled.argmax(-1)
+        return token, torch.log_softmax(scaled, dim=-1).gather(-1, token[:, None]).squeeze(-1)
+
+    return draw
 
 
 class PrefixCache:

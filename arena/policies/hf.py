@@ -14,6 +14,7 @@ that arrive while the model is busy are generated together as one batch
 from __future__ import annotations
 
 import asyncio
+import logging
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,8 @@ from arena.policies.generation import KV, GenerationRequest, GenerationResult, P
 from arena.policies.precision import autocast, resolve_precision
 from arena.policies.toolcall_parsing import parse_reply
 from task_synth.model import Task
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -210,6 +213,7 @@ class HFPolicy:
                     generate, self.model, [r for r, _ in batch], self.sampling, self._precision()
                 )
             except Exception as exc:  # the model crashed (out of memory, bad device): not the task's fault
+                logger.exception("local model failed on a batch of %d turns", len(batch))
                 for _, future in batch:
                     if not future.done():
                         future.set_exception(PolicyUnavailable(f"local model failed: {exc!r}"))
