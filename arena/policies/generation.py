@@ -195,11 +195,12 @@ def generate(
 
     while True:
         token, chosen = draw(logits)
+        ended = []
         for request, new_id, score in zip(rows, token.tolist(), chosen.tolist(), strict=True):
-            if not _ended(ids[request], requests[request], sampling):
+            if not _ended(ids[request], requests[request], sampling):  # a row left in the batch: padding
                 ids[request].append(new_id)
                 logprobs[request].append(score)
-        ended = [_ended(ids[request], requests[request], sampling) for request in rows]
+            ended.append(_ended(ids[request], requests[request], sampling))
         left = max(requests[request].max_new_tokens - len(ids[request]) for request in rows)
         compact = drop_finished and sum(ended) * COMPACT_SHARE >= len(rows) and left >= COMPACT_MIN_STEPS
         if all(ended) or compact:
