@@ -107,6 +107,28 @@ def test_weights_changed_drops_cached_prefixes(model_dir: Path) -> None:
     assert policy.prefixes.misses == 2 and policy.prefixes.hits == 0
 
 
+async def _staggered(policy: HFPolicy, delay_s: float) -> None:
+    """Two first turns, the second asked ``delay_s`` after the first (as an episode back from a tool)."""
+
+    async def later() -> TokenTrajectory:
+        await asyncio.sleep(delay_s)
+        return await _play(policy, REQUESTS[1], 1)
+
+    await asyncio.gather(_play(policy, REQUESTS[0], 1), later())
+
+
+@pytest.mark.parametrize(("gather_s", "batches"), [(1.0, [2]), (0.0, [1, 1])])
+def test_a_turn_arriving_within_the_gather_window_joins_the_batch(
+    model_dir: Path, gather_s: float, batches: list[int]
+) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    config = HFPolicyConfig(temperature=0.0, max_new_tokens=4, gather_s=gather_s)
+    policy = HFPolicy(model, tokenizer, config)
+    asyncio.run(_staggered(policy, 0.3))
+    assert policy.batches == batches
+
+
 def _assert_each_row_as_alone(model: Any, requests: list[GenerationRequest], sampling: Sampling) -> None:
     together = generate(model, requests, sampling)
     for request, batched in zip(requests, together, strict=True):
