@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -108,13 +109,17 @@ def test_weights_changed_drops_cached_prefixes(model_dir: Path) -> None:
 
 
 async def _staggered(policy: HFPolicy, delay_s: float) -> None:
-    """Two first turns, the second asked ``delay_s`` after the first (as an episode back from a tool)."""
+    """The first turns of two live episodes, the second asked ``delay_s`` after the first (as an episode
+    back from a tool call)."""
+    first, second = (policy.start(None, TOOLS) for _ in range(2))  # type: ignore[arg-type]
 
-    async def later() -> TokenTrajectory:
-        await asyncio.sleep(delay_s)
-        return await _play(policy, REQUESTS[1], 1)
+    async def turn(episode: Any, request: str, delay: float) -> None:
+        await asyncio.sleep(delay)
+        messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": request}]
+        await episode.act(messages)
+        episode.close()
 
-    await asyncio.gather(_play(policy, REQUESTS[0], 1), later())
+    await asyncio.gather(turn(first, REQUESTS[0], 0.0), turn(second, REQUESTS[1], delay_s))
 
 
 @pytest.mark.parametrize(("gather_s", "batches"), [(1.0, [2]), (0.0, [1, 1])])
@@ -127,6 +132,20 @@ def test_a_turn_arriving_within_the_gather_window_joins_the_batch(
     policy = HFPolicy(model, tokenizer, config)
     asyncio.run(_staggered(policy, 0.3))
     assert policy.batches == batches
+
+
+def test_no_wait_for_turns_once_every_live_episode_is_waiting(model_dir: Path) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    policy = HFPolicy(model, tokenizer, HFPolicyConfig(temperature=0.0, max_new_tokens=4, gather_s=30.0))
+    episode = policy.start(None, TOOLS)  # type: ignore[arg-type]
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": REQUESTS[0]}]
+    started = time.perf_counter()
+    asyncio.run(episode.act(messages))
+    assert time.perf_counter() - started < 10.0  # not the 30 s window: no other episode can join
+    episode.close()
+    episode.close()  # closing twice counts once
+    assert policy._live == 0
 
 
 def _assert_each_row_as_alone(model: Any, requests: list[GenerationRequest], sampling: Sampling) -> None:

@@ -140,6 +140,7 @@ class HFPolicy:
         self.name = f"hf:{config.path or model.name_or_path}"
         self._pending: list[tuple[GenerationRequest, asyncio.Future[GenerationResult]]] = []
         self._worker: asyncio.Task[None] | None = None
+        self._live = 0  # episodes started and not closed: the most turns that can still join a batch
         torch.manual_seed(config.seed)  # sampling draws from torch's global generator
         self.batches: list[int] = []  # sizes of the generated batches (throughput diagnostics)
         self.prefixes = PrefixCache()
@@ -182,6 +183,7 @@ class HFPolicy:
         return cls.load(config)
 
     def start(self, task: Task, tools: list[dict[str, Any]]) -> HFEpisode:
+        self._live += 1
         return HFEpisode(self, tools)
 
     def weights_changed(self) -> None:
@@ -207,9 +209,10 @@ class HFPolicy:
         """Wait while turns keep arriving: the episodes of the batch just generated run their tool calls
         and come back within milliseconds. Without the wait the next batch started with whoever was
         waiting already and the rest missed it: two cohorts alternated (a held-out evaluation of 120
-        episodes: 17 batches of 1-31 turns, 701 decode steps; with it 8 batches of 24-32, 370 steps)."""
-        waiting = -1
-        while waiting != len(self._pending) and len(self._pending) < self.config.max_batch:
+        episodes: 17 batches of 1-31 turns, 701 decode steps; with it 8 batches of 24-32, 370 steps).
+        No wait once every live episode (started, not closed) has a turn waiting."""
+        waiting, room = -1, min(self.config.max_batch, self._live)
+        while waiting != len(self._pending) and len(self._pending) < room:
             waiting = len(self._pending)
             await asyncio.sleep(self.config.gather_s)
 
@@ -250,6 +253,13 @@ class HFEpisode:
         self._seen = 0  # messages already in the buffer (the last one: this policy's own turn)
         self._cache: KV | None = None  # keys and values of the buffer's first ``_cached`` tokens
         self._cached = 0
+        self._closed = False
+
+    def close(self) -> None:
+        """The episode ended: the policy no longer waits for its turns when it gathers a batch."""
+        if not self._closed:
+            self._closed = True
+            self.policy._live -= 1
 
     def _first_prompt(self, messages: list[dict[str, Any]]) -> TokenTrajectory:
         """The first prompt's tokens; its leading system message (with the tool list) comes from the
