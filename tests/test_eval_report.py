@@ -116,3 +116,17 @@ def test_wandb_offline_run_holds_the_metrics_tables_and_plots(
     header, *rows = list(csv.reader((out / "by_env.csv").open()))
     assert logged["columns"] == header and logged["data"] == rows
     assert list((runs[0] / "files" / "media" / "images").rglob("success_and_failures_*.png"))
+
+
+def test_runs_one_after_another_in_one_process_each_end_with_their_metrics_on_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sweep's runs share a process: each ``finish`` leaves its run complete, the next one starts."""
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    for run_id in ("first", "second"):
+        tracker = open_tracker(TrackerSettings(kind="wandb"), run_id, {}, tmp_path / run_id)
+        tracker.log_metrics({f"{run_id}_metric": 1.0})
+        tracker.finish()
+        (run,) = (tmp_path / run_id / "wandb").glob(f"offline-run-*-{run_id}")
+        assert f"{run_id}_metric".encode() in (run / f"run-{run_id}.wandb").read_bytes()

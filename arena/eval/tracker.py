@@ -84,7 +84,13 @@ class WandbTracker:
         self.run.summary.update({k: v for k, v in report.headline.items() if not isinstance(v, list)})
 
     def finish(self) -> None:
+        """End the run with its files complete on disk.
+
+        ``run.finish()`` returns before wandb's service has flushed the run's ``.wandb`` file (seen: a
+        header only, under load); ``teardown`` waits for the service to close every run and exit.
+        """
         self.run.finish()
+        self._wandb.teardown()
 
 
 def open_tracker(settings: Any, run_id: str, config: dict[str, Any], out_dir: Path) -> Tracker:
