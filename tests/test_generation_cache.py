@@ -134,6 +134,28 @@ def test_a_turn_arriving_within_the_gather_window_joins_the_batch(
     assert policy.batches == batches
 
 
+async def _refilled(policy: HFPolicy, delay_s: float) -> None:
+    """An episode ends; two new ones take its place, the second one's first turn ``delay_s`` later (as
+    its environment is still being set up)."""
+    policy.start(None, TOOLS).close()  # type: ignore[arg-type]
+
+    async def episode(request: str, delay: float) -> None:
+        await asyncio.sleep(delay)
+        agent = policy.start(None, TOOLS)  # type: ignore[arg-type]
+        await agent.act([{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": request}])
+        agent.close()
+
+    await asyncio.gather(episode(REQUESTS[0], 0.0), episode(REQUESTS[1], delay_s))
+
+
+def test_a_new_episodes_first_turn_waits_for_the_episodes_starting_beside_it(model_dir: Path) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    policy = HFPolicy(model, tokenizer, HFPolicyConfig(temperature=0.0, max_new_tokens=4, gather_s=1.0))
+    asyncio.run(_refilled(policy, 0.3))
+    assert policy.batches == [2]  # not [1, 1]: the lone live episode did not start a batch alone
+
+
 def test_no_wait_for_turns_once_every_live_episode_is_waiting(model_dir: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)

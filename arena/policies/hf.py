@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import time
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -142,6 +144,7 @@ class HFPolicy:
         self._pending: list[tuple[GenerationRequest, asyncio.Future[GenerationResult]]] = []
         self._worker: asyncio.Task[None] | None = None
         self._live = 0  # episodes started and not closed: the most turns that can still join a batch
+        self._closed_at = -math.inf  # when an episode last closed (time.monotonic)
         torch.manual_seed(config.seed)  # sampling draws from torch's global generator
         self.batches: list[int] = []  # sizes of the generated batches (throughput diagnostics)
         self.prefixes = PrefixCache()
@@ -211,11 +214,18 @@ class HFPolicy:
         and come back within milliseconds. Without the wait the next batch started with whoever was
         waiting already and the rest missed it: two cohorts alternated (a held-out evaluation of 120
         episodes: 17 batches of 1-31 turns, 701 decode steps; with it 8 batches of 24-32, 370 steps).
-        No wait once every live episode (started, not closed) has a turn waiting."""
-        waiting, room = -1, min(self.config.max_batch, self._live)
-        while waiting != len(self._pending) and len(self._pending) < room:
+        No wait once every live episode (started, not closed) has a turn waiting, unless an episode closed
+        within the window: new episodes are then taking the ended ones' places, and their first turns
+        come as their environments are set up (one-turn episodes: the first new turn started a batch
+        alone, then the other 31 waited for it)."""
+        gather_s = self.config.gather_s
+        refilling = time.monotonic() - self._closed_at < gather_s
+        waiting = -1
+        while waiting != len(self._pending) and len(self._pending) < self.config.max_batch:
+            if len(self._pending) >= self._live and not refilling:
+                return
             waiting = len(self._pending)
-            await asyncio.sleep(self.config.gather_s)
+            await asyncio.sleep(gather_s)
 
     async def _drain(self) -> None:
         while self._pending:
@@ -261,6 +271,7 @@ class HFEpisode:
         if not self._closed:
             self._closed = True
             self.policy._live -= 1
+            self.policy._closed_at = time.monotonic()
 
     def _first_prompt(self, messages: list[dict[str, Any]]) -> TokenTrajectory:
         """The first prompt's tokens; its leading system message (with the tool list) comes from the
