@@ -253,3 +253,20 @@ def test_top_p_samples_only_inside_the_nucleus(model_dir: Path) -> None:
     wide = [r.ids for r in generate(model, requests, Sampling(5.0, 1.0, eos, eos))]
     assert narrow == greedy
     assert wide != greedy
+
+
+def test_on_a_cpu_bf16_autocast_covers_the_prefill_and_not_the_decode_steps(model_dir: Path) -> None:
+    """CPU autocast re-casts every weight at each decode step (3x slower there than float32)."""
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    autocast_on: list[tuple[int, bool]] = []  # (tokens fed, autocast enabled) per forward call
+    model.register_forward_pre_hook(
+        lambda _, args, kwargs: autocast_on.append(
+            (kwargs["input_ids"].shape[1], torch.is_autocast_enabled("cpu"))
+        ),
+        with_kwargs=True,
+    )
+    request = GenerationRequest(tokens=list(range(5, 17)), cache=None, max_new_tokens=4)
+    sampling = Sampling(temperature=0.0, top_p=1.0, eos_token_id=-1, pad_token_id=0)
+    (result,) = generate(model, [request], sampling, torch.autocast("cpu", dtype=torch.bfloat16))
+    assert len(result.ids) == 4 and result.cache[0][0].dtype == torch.float32
+    assert autocast_on == [(12, True), (1, False), (1, False), (1, False)]
