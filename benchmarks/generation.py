@@ -12,8 +12,11 @@ ids must be equal.
 Then rows that end at different lengths (row ``i`` may generate ``new * (i + 1) // rows`` tokens, as an
 evaluation's turns end: a short tool call beside a long answer): the decode time of the whole call with
 finished rows dropped from the batch (the default) against kept in it until the last row ends
-(``drop_finished=False``, the baseline), with ``sdpa_gqa``; the ids must be equal. The last line printed
-is one JSON object.
+(``drop_finished=False``, the baseline), with ``sdpa_gqa``; the ids must be equal.
+
+Where the CPU has native bfloat16 (``arena.policies.precision``): one decode step of all rows after
+``context`` cached tokens, in float32 (what ``generate`` does on a CPU) against under bfloat16 autocast
+(the baseline; the prefill keeps it). The last line printed is one JSON object.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel  #
 from arena.models.fetch import resolve  # noqa: E402
 from arena.policies.attention import load_causal_lm  # noqa: E402
 from arena.policies.generation import GenerationRequest, Sampling, generate  # noqa: E402
+from arena.policies.precision import native_bf16  # noqa: E402
 from benchmarks.stats import Row, print_table  # noqa: E402
 
 
@@ -52,6 +56,27 @@ def run(
         for hook in hooks:
             hook.remove()
     return [r.ids for r in results], samples
+
+
+@torch.inference_mode()
+def decode_step_ms(
+    model: PreTrainedModel, rows: int, context: int, bf16: bool, steps: int = 12
+) -> list[float]:
+    """Wall time (ms) of single decode steps of ``rows`` rows after ``context`` cached tokens (the cache
+    cropped back after each step), in float32 or under bfloat16 autocast."""
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.randint(100, model.config.vocab_size, (rows, context + steps), generator=generator)
+    cache = model(input_ids=ids[:, :context], use_cache=True, logits_to_keep=1).past_key_values
+    samples = []
+    for step in range(steps):
+        started = time.perf_counter()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            model(
+                input_ids=ids[:, context + step : context + step + 1], past_key_values=cache, logits_to_keep=1
+            )
+        samples.append((time.perf_counter() - started) * 1000)
+        cache.crop(context)
+    return samples
 
 
 def main() -> None:
@@ -106,6 +131,25 @@ def main() -> None:
         f"rows ending at 1/{args.rows} .. all of {args.new} new tokens: decode of the whole call",
         [Row("decode, finished rows dropped", drop_ms, baseline_name="kept", baseline=keep_ms)],
     )
+    precision: dict[str, float | None] = {"decode_step_ms_fp32": None, "decode_step_ms_bf16_autocast": None}
+    if native_bf16("cpu"):
+        fp32_ms = decode_step_ms(model, args.rows, args.context, bf16=False)
+        bf16_ms = decode_step_ms(model, args.rows, args.context, bf16=True)
+        row = Row.from_samples(
+            "decode step, float32",
+            fp32_ms,
+            baseline_name="bf16 autocast",
+            baseline=sorted(bf16_ms)[len(bf16_ms) // 2],
+        )
+        print_table(
+            f"decode step of {args.rows} rows after {args.context} cached tokens (native bf16)", [row]
+        )
+        precision = {
+            "decode_step_ms_fp32": round(row.p50 or 0.0, 1),
+            "decode_step_ms_bf16_autocast": round(row.baseline or 0.0, 1),
+        }
+    else:
+        print("no native bfloat16 on this CPU: the float32 / bf16-autocast decode comparison is skipped")
     print(
         json.dumps(
             {
@@ -124,6 +168,7 @@ def main() -> None:
                 "uneven_decode_speedup": round(keep_ms / drop_ms, 2) if drop_ms else None,
                 "uneven_ids_equal": drop_ids == keep_ids,
             }
+            | precision
         )
     )
 
