@@ -66,12 +66,13 @@ async def test_a_weakened_environment_ranks_first_and_gets_more_targeted_tasks(t
         share = {b.env: b.n for b in batches}
         assert sum(share.values()) == 12 and share[WEAK] > max(n for env, n in share.items() if env != WEAK)
         weak_batch = next(b for b in batches if b.env == WEAK)
-        # by default its frontier only (level 1, as nothing passes there) until it is mastered;
-        # a mastered environment climbs to the level no held-out task tried
-        assert weak_batch.levels == [1] and WEAK in weak_batch.reason and "up to 0 above" in weak_batch.reason
+        # by default its frontier (level 1, as nothing passes there) and the level above, not 3, each
+        # until mastered; a mastered environment climbs to the level no held-out task tried
+        assert weak_batch.levels == [1, 2] and WEAK in weak_batch.reason
+        assert "up to 1 above" in weak_batch.reason
         assert all(b.levels == [3] for b in batches if b.env == "library")
-        reaching = allocate(report, ENVS, budget=12, max_level=3, reach=1)  # and the level above, not 3
-        assert [b.levels for b in reaching if b.env == WEAK] == [[1, 2]]
+        frontier_only = allocate(report, ENVS, budget=12, max_level=3, reach=0)
+        assert [b.levels for b in frontier_only if b.env == WEAK] == [[1]]
         made = await synthesized_tasks(
             pool, WEAK, weak_batch.n, weak_batch.levels, 99, "round1", store, profiles
         )

@@ -58,7 +58,7 @@ class TargetedSettings(_Section):
 
     tasks: int = Field(48, ge=1)
     max_level: int = Field(3, ge=1, le=5)
-    reach: int = Field(0, ge=0, le=4)
+    reach: int = Field(1, ge=0, le=4)
     sft: bool = True
     replay: bool = True
     mode: Literal["gap", "uniform"] = "gap"

@@ -17,7 +17,7 @@ from task_synth.model import Task
 
 FRONTIER_SUCCESS = 0.5
 MASTERED_SUCCESS = 0.8
-REACH = 0
+REACH = 1
 """Levels above the frontier that a round practises by default (``targeted.reach``)."""
 
 
