@@ -16,6 +16,7 @@ from arena.eval.settings import (
     StoreSettings,
     TrackerSettings,
 )
+from arena.evolve.targeting import REACH
 from arena.rollout.episode import EpisodeConfig
 
 
@@ -58,7 +59,7 @@ class TargetedSettings(_Section):
 
     tasks: int = Field(48, ge=1)
     max_level: int = Field(3, ge=1, le=5)
-    reach: int = Field(1, ge=0, le=4)
+    reach: int = Field(REACH, ge=0, le=4)
     sft: bool = True
     replay: bool = True
     mode: Literal["gap", "uniform"] = "gap"
