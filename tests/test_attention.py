@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
-from arena.policies.attention import GQA_SDPA, load_causal_lm
+from arena.policies.attention import GQA_SDPA, decode_attention, load_causal_lm
 from arena.policies.generation import GenerationRequest, Sampling, generate
 
 
@@ -78,3 +78,21 @@ def test_loaded_in_float32_whatever_the_config_says(gqa_model: Path, tmp_path: P
     weights = loaded.state_dict()
     assert all(tensor.dtype == torch.float32 for tensor in weights.values())
     assert all(torch.equal(weights[name], tensor) for name, tensor in model.state_dict().items())
+
+
+@pytest.mark.parametrize("additive", [False, True])
+def test_decode_attention_matches_sdpa_for_one_query_a_row(additive: bool) -> None:
+    """Rows of different padding, three query heads per key/value head: the decode path's two matrix
+    products give SDPA's output (keys repeated per head), with a boolean or an additive mask."""
+    generator = torch.Generator().manual_seed(2)
+    query = torch.randn(4, 6, 1, 16, generator=generator)
+    key, value = (torch.randn(4, 2, 30, 16, generator=generator) for _ in "kv")
+    allowed = torch.ones(4, 1, 1, 30, dtype=torch.bool)
+    allowed[1, ..., :5] = allowed[3, ..., :29] = False
+    mask = torch.zeros(allowed.shape).masked_fill(~allowed, float("-inf")) if additive else allowed
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        query, key.repeat_interleave(3, dim=1), value.repeat_interleave(3, dim=1), attn_mask=allowed
+    )
+    got = decode_attention(query, key, value, mask, None)
+    assert got.shape == (4, 1, 6, 16)
+    assert torch.allclose(got, expected.transpose(1, 2), atol=1e-5)

@@ -19,6 +19,7 @@ from arena.policies.generation import (
     PrefixCache,
     ReservedLayer,
     Sampling,
+    _prefill_groups,
     generate,
     kv_length,
 )
@@ -199,6 +200,41 @@ def test_a_batch_generates_what_each_request_generates_alone(model_dir: Path) ->
     _assert_each_row_as_alone(model, requests, sampling)
 
 
+def test_rows_of_similar_lengths_are_prefilled_together_and_generate_as_alone(model_dir: Path) -> None:
+    """Rows whose new tokens are of similar lengths go through one padded prefill (caches of different
+    lengths right-aligned, new tokens right-aligned, the pads masked out) and get the ids, log-probs and
+    caches they get alone."""
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    sampling = Sampling(0.0, 1.0, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.eos_token_id)
+    shared = PrefixCache().get(model, tokenizer.encode(SYSTEM_PROMPT))
+    (earlier,) = generate(model, [GenerationRequest(tokenizer.encode(REQUESTS[1]), shared, 6)], sampling)
+    texts = [REQUESTS[0], REQUESTS[0] + " Thanks.", "How many copies of book 2 exist?", REQUESTS[0]]
+    requests = [GenerationRequest(tokenizer.encode(text), shared, 7) for text in texts[:3]]
+    requests.append(GenerationRequest(tokenizer.encode(texts[3]), earlier.cache, 7))  # a longer cache
+    assert len({len(r.tokens) for r in requests}) > 1 and len({kv_length(r.cache) for r in requests}) == 2
+    fed: list[tuple[int, int]] = []
+    hook = model.register_forward_pre_hook(
+        lambda _, args, kwargs: fed.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True
+    )
+    try:
+        generate(model, requests, sampling)
+    finally:
+        hook.remove()
+    assert fed[0] == (4, max(len(r.tokens) for r in requests))  # one prefill of every row
+    _assert_each_row_as_alone(model, requests, sampling)
+
+
+def test_prefill_groups_keep_padding_and_size_bounded() -> None:
+    cache = ((torch.zeros(1, 3, 2), torch.zeros(1, 3, 2)),)
+    lengths = [10, 12, 19, 25, 40, 41, 2000, 5]
+    requests = [GenerationRequest([1] * n, None if n == 5 else cache, 4) for n in lengths]
+    groups = [[lengths[i] for i in group] for group in _prefill_groups(requests)]
+    assert groups == [[5], [10, 12, 19], [25, 40, 41], [2000]]
+    many = [GenerationRequest([1] * 300, cache, 4) for _ in range(30)]
+    assert [len(g) for g in _prefill_groups(many)] == [13, 13, 4]  # 13 x 300 <= 4096 < 14 x 300
+
+
 def test_finished_rows_leave_the_batch_and_the_rest_generate_as_alone(model_dir: Path) -> None:
     """Rows that end early (their token limits) are dropped from the decode batch; the rows left keep
     generating exactly what they generate alone, and the dropped rows' caches are whole."""
@@ -212,16 +248,16 @@ def test_finished_rows_leave_the_batch_and_the_rest_generate_as_alone(model_dir:
         GenerationRequest(tokenizer.encode(REQUESTS[i % len(REQUESTS)]), shared if i % 2 else None, limit)
         for i, limit in enumerate(limits)
     ]
-    rows_fed: list[int] = []
+    rows_fed: list[tuple[int, int]] = []  # (rows, tokens) of each forward call
     hook = model.register_forward_pre_hook(
-        lambda _, args, kwargs: rows_fed.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+        lambda _, args, kwargs: rows_fed.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True
     )
     try:
         results = generate(model, requests, sampling)
     finally:
         hook.remove()
     assert [len(result.ids) for result in results] == list(limits)
-    decode = rows_fed[len(requests) :]  # after one prefill per request
+    decode = [rows for rows, tokens in rows_fed if tokens == 1]  # the prefills feed more tokens
     assert decode[0] == len(requests) and decode[-1] == 2 and decode == sorted(decode, reverse=True)
     assert sum(decode) < len(requests) * (max(limits) - 1)  # fewer row-steps than keeping every row
     _assert_each_row_as_alone(model, requests, sampling)
