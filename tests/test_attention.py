@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
-from arena.policies.attention import GQA_SDPA, decode_attention, load_causal_lm
+from arena.policies.attention import GQA_SDPA, SharedPrefixes, decode_attention, load_causal_lm
 from arena.policies.generation import GenerationRequest, Sampling, generate
 
 
@@ -96,3 +96,27 @@ def test_decode_attention_matches_sdpa_for_one_query_a_row(additive: bool) -> No
     got = decode_attention(query, key, value, mask, None)
     assert got.shape == (4, 1, 6, 16)
     assert torch.allclose(got, expected.transpose(1, 2), atol=1e-5)
+
+
+def test_decode_attention_reads_shared_prefixes_as_keys_before_each_rows_own() -> None:
+    """Rows 0 and 2 after one prefix, row 3 after another, row 1 after none: the same output as each
+    row's prefix keys and values put before its own (padded, masked) ones."""
+    generator = torch.Generator().manual_seed(3)
+    query = torch.randn(4, 6, 1, 16, generator=generator)
+    key, value = (torch.randn(4, 2, 30, 16, generator=generator) for _ in "kv")
+    allowed = torch.ones(4, 1, 1, 30, dtype=torch.bool)
+    allowed[0, ..., :4] = allowed[2, ..., :11] = False
+    prefixes = [tuple(torch.randn(2, n, 16, generator=generator) for _ in "kv") for n in (9, 5)]
+    rows = [[0, 2], [3]]
+    shared = SharedPrefixes([(p,) for p in prefixes], [torch.tensor(r) for r in rows])
+    got = decode_attention(query, key, value, allowed, None, shared, layer=0)
+    for row in range(4):
+        owner = next((i for i, members in enumerate(rows) if row in members), None)
+        keys, values, mask = key[row : row + 1], value[row : row + 1], allowed[row : row + 1]
+        if owner is not None:
+            prefix_keys, prefix_values = prefixes[owner]
+            keys = torch.cat([prefix_keys[None], keys], dim=2)
+            values = torch.cat([prefix_values[None], values], dim=2)
+            mask = torch.cat([torch.ones(1, 1, 1, prefix_keys.shape[1], dtype=torch.bool), mask], dim=-1)
+        alone = decode_attention(query[row : row + 1], keys, values, mask, None)
+        assert torch.allclose(got[row : row + 1], alone, atol=1e-5)

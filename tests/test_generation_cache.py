@@ -13,6 +13,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from arena.policies.attention import load_causal_lm
 from arena.policies.base import TokenTrajectory
 from arena.policies.generation import (
     GenerationRequest,
@@ -80,15 +81,21 @@ async def _all(policy: HFPolicy) -> list[TokenTrajectory]:
     return list(await asyncio.gather(*(_play(policy, request, 3) for request in REQUESTS)))
 
 
-def test_greedy_turns_are_the_same_with_and_without_reused_keys_and_values(model_dir: Path) -> None:
+@pytest.mark.parametrize("shared", [True, False], ids=["shared-prefix", "prefix-in-cache"])
+def test_greedy_turns_are_the_same_with_and_without_reused_keys_and_values(
+    model_dir: Path, shared: bool
+) -> None:
+    """With ``sdpa_gqa`` attention the environment's prompt prefix is each request's shared prefix (read
+    once per decode step); with transformers' ``sdpa`` it is the start of each episode's own cache."""
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    model = load_causal_lm(model_dir) if shared else AutoModelForCausalLM.from_pretrained(model_dir)
     runs = {}
     for reuse in (True, False):
         config = HFPolicyConfig(temperature=0.0, max_new_tokens=12, max_batch=8, reuse_cache=reuse)
         policy = HFPolicy(model, tokenizer, config)
         runs[reuse] = asyncio.run(_all(policy))
         if reuse:
+            assert policy.shares_prefixes == shared
             assert policy.prefixes.misses == 1 and policy.prefixes.hits == len(REQUESTS) - 1
             assert max(policy.batches) > 1  # the episodes' turns were generated together
     assert sum(sum(t.response_mask) for t in runs[True]) > 3 * len(REQUESTS)  # more than EOS each turn
@@ -225,6 +232,59 @@ def test_rows_of_similar_lengths_are_prefilled_together_and_generate_as_alone(mo
     _assert_each_row_as_alone(model, requests, sampling)
 
 
+def _with_prefix_in_cache(request: GenerationRequest) -> GenerationRequest:
+    """The same request, its shared prefix copied into the start of its own cache."""
+    if request.prefix is None:
+        return request
+    cache = (
+        request.prefix
+        if request.cache is None
+        else tuple(
+            (torch.cat([pk, k], dim=1), torch.cat([pv, v], dim=1))
+            for (pk, pv), (k, v) in zip(request.prefix, request.cache, strict=True)
+        )
+    )
+    return GenerationRequest(request.tokens, cache, request.max_new_tokens)
+
+
+def test_rows_sharing_prefixes_generate_what_they_generate_with_the_prefix_in_their_cache(
+    model_dir: Path,
+) -> None:
+    """Rows after two different shared prefixes (some with a cache of their own after it, one with none)
+    decode together, each prefix read once a step: the same ids, log-probs and caches (after the prefix)
+    as with each row's prefix copied into its own cache, including after finished rows leave the batch."""
+    model = load_causal_lm(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    no_eos = len(tokenizer)  # every row runs to its limit: rows leave the batch at different steps
+    sampling = Sampling(0.0, 1.0, eos_token_id=no_eos, pad_token_id=tokenizer.eos_token_id)
+    prefixes = [PrefixCache().get(model, tokenizer.encode(text)) for text in (SYSTEM_PROMPT, REQUESTS[1])]
+    (earlier,) = generate(model, [GenerationRequest(tokenizer.encode("Hi"), None, 5, prefixes[0])], sampling)
+    requests = [
+        GenerationRequest(tokenizer.encode(REQUESTS[0]), None, 3, prefixes[0]),
+        GenerationRequest(tokenizer.encode(REQUESTS[2]), earlier.cache, 20, prefixes[0]),
+        GenerationRequest(tokenizer.encode(REQUESTS[0]), None, 14, prefixes[1]),
+        GenerationRequest(tokenizer.encode(REQUESTS[2]), None, 9),
+        GenerationRequest(tokenizer.encode(REQUESTS[0] + " Now."), None, 20, prefixes[1]),
+    ]
+    shared = generate(model, requests, sampling)
+    copied = generate(model, [_with_prefix_in_cache(r) for r in requests], sampling)
+    for request, one, other in zip(requests, shared, copied, strict=True):
+        assert one.ids == other.ids and len(one.ids) == request.max_new_tokens
+        assert max(abs(a - b) for a, b in zip(one.logprobs, other.logprobs, strict=True)) < 1e-4
+        skip = kv_length(request.prefix)
+        for (keys, values), (all_keys, all_values) in zip(one.cache, other.cache, strict=True):
+            assert torch.allclose(keys, all_keys[:, skip:], atol=1e-5)
+            assert torch.allclose(values, all_values[:, skip:], atol=1e-5)
+
+
+def test_a_shared_prefix_needs_a_model_that_reads_it(model_dir: Path) -> None:
+    model = AutoModelForCausalLM.from_pretrained(model_dir)  # transformers' sdpa ignores shared prefixes
+    prefix = PrefixCache().get(model, [5, 6, 7])
+    sampling = Sampling(0.0, 1.0, eos_token_id=-1, pad_token_id=0)
+    with pytest.raises(ValueError, match="need a model loaded with sdpa_gqa"):
+        generate(model, [GenerationRequest([8, 9], None, 2, prefix)], sampling)
+
+
 def test_prefill_groups_keep_padding_and_size_bounded() -> None:
     cache = ((torch.zeros(1, 3, 2), torch.zeros(1, 3, 2)),)
     lengths = [10, 12, 19, 25, 40, 41, 2000, 5]
@@ -264,7 +324,7 @@ def test_finished_rows_leave_the_batch_and_the_rest_generate_as_alone(model_dir:
 
 
 def test_the_batch_cache_grows_in_place_and_refuses_to_overflow() -> None:
-    rows = [(torch.ones(2, 3, 4), torch.ones(2, 3, 4)), None]
+    rows = [[(torch.ones(2, 3, 4), torch.ones(2, 3, 4))], []]
     layer = ReservedLayer(rows, width=3, capacity=5)
     assert layer.get_seq_length() == 3  # before the first update: the rows' caches, right-aligned
     keys, values = layer.update(torch.full((2, 2, 1, 4), 2.0), torch.full((2, 2, 1, 4), 3.0))

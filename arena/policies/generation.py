@@ -27,6 +27,8 @@ from transformers import PreTrainedModel
 from transformers.cache_utils import Cache, DynamicLayer
 from transformers.generation.logits_process import TopPLogitsWarper
 
+from arena.policies.attention import SharedPrefixes, supports_shared_prefixes
+
 LayerKV = tuple[torch.Tensor, torch.Tensor]
 """One layer's keys and values for one sequence: ``[heads, length, head_dim]`` each."""
 KV = tuple[LayerKV, ...]
@@ -38,17 +40,27 @@ def kv_length(cache: KV | None) -> int:
 
 @dataclass
 class GenerationRequest:
-    """Continue a sequence: ``tokens`` not seen yet, after the ``cache`` of everything before them."""
+    """Continue a sequence: ``tokens`` not seen yet, after the ``cache`` of everything before them; or
+    after a ``prefix`` other requests share (the same tensors: an environment's prompt prefix), then
+    ``cache``. A decode batch reads each shared prefix once for all its rows (``SharedPrefixes``; the
+    model must attend with ``sdpa_gqa``)."""
 
     tokens: list[int]
     cache: KV | None
     max_new_tokens: int
+    prefix: KV | None = None
+
+    @property
+    def fed(self) -> int:
+        """Tokens before ``tokens``: the prefix's and the cache's."""
+        return kv_length(self.prefix) + kv_length(self.cache)
 
 
 @dataclass
 class GenerationResult:
     """The generated ids, their sampling log-probs, whether EOS ended them, and the cache of every token
-    fed to the model (the request's cache, its tokens, the generated ids but the last)."""
+    fed to the model after the request's prefix (the request's cache, its tokens, the generated ids but
+    the last)."""
 
     ids: list[int]
     logprobs: list[float]
@@ -68,11 +80,11 @@ class Sampling:
 
 class ReservedLayer(DynamicLayer):
     """One layer's batch cache in buffers with room for ``capacity`` positions, each row's earlier cache
-    right-aligned in the first ``width``: an update writes the new keys and values after the filled ones and
-    returns views of everything filled (no copy of the cache). The buffers take the dtype of the first
-    update (float32, or bfloat16 under autocast)."""
+    (its parts one after the other) right-aligned in the first ``width``: an update writes the new keys and
+    values after the filled ones and returns views of everything filled (no copy of the cache). The
+    buffers take the dtype of the first update (float32, or bfloat16 under autocast)."""
 
-    def __init__(self, rows: Sequence[LayerKV | None], width: int, capacity: int) -> None:
+    def __init__(self, rows: Sequence[Sequence[LayerKV]], width: int, capacity: int) -> None:
         super().__init__()
         self.rows, self.filled, self.capacity = rows, width, capacity
 
@@ -93,11 +105,13 @@ class ReservedLayer(DynamicLayer):
     def _allocate(self, like: torch.Tensor) -> None:
         shape = (len(self.rows), like.shape[1], self.capacity, like.shape[3])
         self.buffers = tuple(torch.zeros(shape, dtype=like.dtype, device=like.device) for _ in "kv")
-        for row, cached in enumerate(self.rows):
-            if cached is not None:
-                length = cached[0].shape[1]
-                for buffer, tensor in zip(self.buffers, cached, strict=True):
-                    buffer[row, :, self.filled - length : self.filled] = tensor
+        for row, parts in enumerate(self.rows):
+            start = self.filled - sum(keys.shape[1] for keys, _ in parts)
+            for part in parts:
+                length = part[0].shape[1]
+                for buffer, tensor in zip(self.buffers, part, strict=True):
+                    buffer[row, :, start : start + length] = tensor
+                start += length
         self.dtype, self.device, self.is_initialized = like.dtype, like.device, True
         self.rows = ()
 
@@ -110,10 +124,15 @@ class ReservedLayer(DynamicLayer):
         self.keys, self.values = self.buffers[0][:, :, : self.filled], self.buffers[1][:, :, : self.filled]
 
 
-def _batch_cache(caches: Sequence[KV | None], width: int, capacity: int, layers: int) -> Cache:
-    """A cache of ``capacity`` positions a row, each row's cache right-aligned in the first ``width``."""
-    rows = [[c[layer] if c else None for c in caches] for layer in range(layers)]
-    return Cache(layers=[ReservedLayer(layer_rows, width, capacity) for layer_rows in rows])
+def _batch_cache(rows: Sequence[Sequence[KV | None]], width: int, capacity: int, layers: int) -> Cache:
+    """A cache of ``capacity`` positions a row, each row's caches (one after the other, None: nothing)
+    right-aligned in the first ``width``."""
+    return Cache(
+        layers=[
+            ReservedLayer([[kv[layer] for kv in parts if kv] for parts in rows], width, capacity)
+            for layer in range(layers)
+        ]
+    )
 
 
 def _row_cache(cache: Cache, row: int, keep: torch.Tensor) -> KV:
@@ -129,14 +148,14 @@ def _prefill(
     device: torch.device,
     precision: AbstractContextManager | None,
 ) -> list[tuple[KV, torch.Tensor]]:
-    """Feed the requests' new tokens after their caches in one forward pass: each row's whole cache and
-    the logits of its next token. A row is ``[pad | its cache | pad | its new tokens]``, caches
-    right-aligned in the longest and new tokens in the longest (so every row's last token is the batch's
-    last column), the pads masked out; several rows must each bring a cache (a pad's query then still has
-    keys to attend to). One request is fed as it is, without pads."""
+    """Feed the requests' new tokens after their prefixes and caches in one forward pass: each row's
+    whole cache after its prefix and the logits of its next token. A row is ``[pad | its prefix and cache
+    | pad | its new tokens]``, the keys before right-aligned in the longest and new tokens in the longest
+    (so every row's last token is the batch's last column), the pads masked out; several rows must each
+    bring keys (a pad's query then still has some to attend to). One request is fed without pads."""
     if not all(request.tokens for request in requests):
         raise ValueError("a generation request must bring at least one new token")
-    cached = [kv_length(request.cache) for request in requests]
+    cached = [request.fed for request in requests]
     news = [len(request.tokens) for request in requests]
     width, longest = max(cached), max(news)
     ids = torch.zeros((len(requests), longest), dtype=torch.long)
@@ -148,10 +167,9 @@ def _prefill(
         ids[row, start:] = torch.tensor(request.tokens)
         positions[row] = torch.arange(cache + new - longest, cache + new).clamp(min=cache)
         mask[row, width - cache : width] = mask[row, width + start :] = 1
-        keeps.append(
-            torch.cat([torch.arange(width - cache, width), torch.arange(width + start, width + longest)])
-        )
-    past = _batch_cache([request.cache for request in requests], width, width + longest, layers)
+        own = width - kv_length(request.cache)  # where the row's cache starts, after its prefix
+        keeps.append(torch.cat([torch.arange(own, width), torch.arange(width + start, width + longest)]))
+    past = _batch_cache([[r.prefix, r.cache] for r in requests], width, width + longest, layers)
     with precision or contextlib.nullcontext():
         out = model(
             input_ids=ids.to(device),
@@ -162,7 +180,7 @@ def _prefill(
             logits_to_keep=1,
         )
     logits = out.logits[:, -1].float()
-    if len(requests) == 1:  # nothing padded: the buffers are the row's cache (no copy)
+    if len(requests) == 1 and requests[0].prefix is None:  # the buffers are the row's cache (no copy)
         return [(tuple((layer.keys[0], layer.values[0]) for layer in past.layers), logits[0])]
     return [(_row_cache(past, row, keep.to(device)), logits[row]) for row, keep in enumerate(keeps)]
 
@@ -176,12 +194,12 @@ PREFILL_PAD_RATIO = 2
 def _prefill_groups(requests: Sequence[GenerationRequest]) -> list[list[int]]:
     """The requests prefilled together, by index: those of similar numbers of new tokens (a batch's first
     turns after the shared prefix, short tool results), in groups within ``PREFILL_BATCH_TOKENS`` and
-    ``PREFILL_PAD_RATIO``; a request without a cache alone."""
+    ``PREFILL_PAD_RATIO``; a request without keys before its tokens alone."""
     groups: list[list[int]] = []
     group: list[int] = []
     for index in sorted(range(len(requests)), key=lambda i: len(requests[i].tokens)):
         new = len(requests[index].tokens)
-        if not kv_length(requests[index].cache):
+        if not requests[index].fed:
             groups.append([index])
             continue
         if group and (
@@ -218,7 +236,9 @@ def generate(
     batch (a finished row would otherwise be fed padding, its whole cache read, until the longest row
     ends: 37% of the row-steps of an evaluation); ``drop_finished=False`` keeps them (the benchmark's
     baseline). ``precision`` is the prefill's; on a CPU the decode steps run in float32 whatever it is
-    (``decode_context``)."""
+    (``decode_context``). Requests with a ``prefix`` need a model that attends with ``sdpa_gqa``."""
+    if any(r.prefix is not None for r in requests) and not supports_shared_prefixes(model):
+        raise ValueError("requests with a shared prefix need a model loaded with sdpa_gqa attention")
     device = next(model.parameters()).device
     model.eval()
     layers = model.config.get_text_config(decoder=True).num_hidden_layers
@@ -233,14 +253,16 @@ def generate(
     for row, length in enumerate(lengths):
         mask[row, width - length :] = 1
     fed_prefix = [row.nonzero().squeeze(-1) for row in mask.bool()]
-    mask, positions = mask.to(device), torch.tensor(lengths, device=device)[:, None]
-    past = _batch_cache([cache for cache, _ in prefilled], width, width + longest, layers)
+    before = [kv_length(r.prefix) + length for r, length in zip(requests, lengths, strict=True)]
+    mask, positions = mask.to(device), torch.tensor(before, device=device)[:, None]
+    past = _batch_cache([[cache] for cache, _ in prefilled], width, width + longest, layers)
     logits = torch.stack([row_logits for _, row_logits in prefilled])
     draw = _sampler(sampling, device)
     ids: list[list[int]] = [[] for _ in requests]
     logprobs: list[list[float]] = [[] for _ in requests]
     results: list[GenerationResult | None] = [None] * len(requests)
     rows = list(range(len(requests)))  # the request each row of the batch serves
+    shared = _shared_prefixes(requests, rows, device)
 
     def finish(row: int, request: int) -> None:
         keep = torch.cat([fed_prefix[request], torch.arange(len(ids[request]) - 1) + width]).to(device)
@@ -270,6 +292,7 @@ def generate(
                 layer.keep_rows(index)
             rows = [rows[row] for row in kept]
             token, mask, positions = token[index], mask[index], positions[index]
+            shared = _shared_prefixes(requests, rows, device)
             ended = [False] * len(rows)
         token = torch.where(torch.tensor(ended, device=device), sampling.pad_token_id, token)
         mask = torch.cat([mask, torch.ones((len(rows), 1), dtype=mask.dtype, device=device)], dim=1)
@@ -281,10 +304,28 @@ def generate(
                 past_key_values=past,
                 use_cache=True,
                 logits_to_keep=1,
+                **({"shared_prefixes": shared} if shared else {}),
             )
         logits = out.logits[:, -1].float()
         positions = positions + 1
     return [result for result in results if result is not None]
+
+
+def _shared_prefixes(
+    requests: Sequence[GenerationRequest], rows: list[int], device: torch.device
+) -> SharedPrefixes | None:
+    """The prefixes the batch's ``rows`` (request indices) share, each with its rows; None if none."""
+    groups: dict[int, tuple[KV, list[int]]] = {}
+    for row, request in enumerate(rows):
+        prefix = requests[request].prefix
+        if prefix is not None:
+            groups.setdefault(id(prefix), (prefix, []))[1].append(row)
+    if not groups:
+        return None
+    return SharedPrefixes(
+        [prefix for prefix, _ in groups.values()],
+        [torch.tensor(members, device=device) for _, members in groups.values()],
+    )
 
 
 def decode_context(precision: AbstractContextManager | None, device: torch.device) -> AbstractContextManager:

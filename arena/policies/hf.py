@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from arena.policies.attention import load_causal_lm
+from arena.policies.attention import load_causal_lm, supports_shared_prefixes
 from arena.policies.base import PolicyRefused, PolicyTurn, PolicyUnavailable, TokenTrajectory
 from arena.policies.generation import KV, GenerationRequest, GenerationResult, PrefixCache, Sampling, generate
 from arena.policies.precision import autocast, resolve_precision
@@ -148,6 +148,7 @@ class HFPolicy:
         torch.manual_seed(config.seed)  # sampling draws from torch's global generator
         self.batches: list[int] = []  # sizes of the generated batches (throughput diagnostics)
         self.prefixes = PrefixCache()
+        self.shares_prefixes = supports_shared_prefixes(model)  # decode reads each prefix once a batch
         pad = tokenizer.pad_token_id
         self.sampling = Sampling(
             temperature=config.temperature,
@@ -262,7 +263,8 @@ class HFEpisode:
         self.renderer = ChatRenderer(policy.tokenizer, tools, policy.config.tool_result_chars)
         self._trajectory: TokenTrajectory | None = None
         self._seen = 0  # messages already in the buffer (the last one: this policy's own turn)
-        self._cache: KV | None = None  # keys and values of the buffer's first ``_cached`` tokens
+        self._prefix: KV | None = None  # the environment's shared prompt prefix (policy.prefixes)
+        self._cache: KV | None = None  # keys and values of the buffer's tokens after it, up to ``_cached``
         self._cached = 0
         self._closed = False
 
@@ -275,7 +277,8 @@ class HFEpisode:
 
     def _first_prompt(self, messages: list[dict[str, Any]]) -> TokenTrajectory:
         """The first prompt's tokens; its leading system message (with the tool list) comes from the
-        policy's prefix cache when it renders as a token prefix of the prompt."""
+        policy's prefix cache when it renders as a token prefix of the prompt: as the shared prefix of
+        this episode's requests (or as the start of its own cache where the model cannot share)."""
         trajectory = TokenTrajectory(self.renderer.encode(self.renderer.text(messages, True)))
         if self.policy.config.reuse_cache and messages and messages[0]["role"] == "system":
             prefix = self.renderer.encode(self.renderer.text(messages[:1], False))
@@ -283,7 +286,12 @@ class HFEpisode:
                 0 < len(prefix) < len(trajectory.prompt_ids)
                 and trajectory.prompt_ids[: len(prefix)] == prefix
             ):
-                self._cache, self._cached = self.policy.prefix_cache(prefix), len(prefix)
+                cached = self.policy.prefix_cache(prefix)
+                if self.policy.shares_prefixes:
+                    self._prefix = cached
+                else:
+                    self._cache = cached
+                self._cached = len(prefix)
         return trajectory
 
     async def act(self, messages: list[dict[str, Any]]) -> PolicyTurn:
@@ -299,7 +307,7 @@ class HFEpisode:
                 f"the conversation has {len(context)} tokens; the context limit is {config.context_limit}"
             )
         generated = await self.policy.generate(
-            GenerationRequest(context[self._cached :], self._cache, budget)
+            GenerationRequest(context[self._cached :], self._cache, budget, prefix=self._prefix)
         )
         if config.reuse_cache:
             self._cache, self._cached = generated.cache, len(context) + len(generated.ids) - 1
