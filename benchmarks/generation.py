@@ -14,9 +14,10 @@ evaluation's turns end: a short tool call beside a long answer): the decode time
 finished rows dropped from the batch (the default) against kept in it until the last row ends
 (``drop_finished=False``, the baseline), with ``sdpa_gqa``; the ids must be equal.
 
-Where the CPU has native bfloat16 (``arena.policies.precision``): one decode step of all rows after
-``context`` cached tokens, in float32 (what ``generate`` does on a CPU) against under bfloat16 autocast
-(the baseline; the prefill keeps it). The last line printed is one JSON object.
+Where the CPU has native bfloat16 (``arena.policies.precision``): the same call on the copy the HF policy
+generates on under bf16 (``cast_linear_copy``: linear weights cast to bfloat16 once, decode steps under
+autocast, the cache and attention float32) against the float32 model (the baseline); with the share of
+rows whose greedy ids equal float32's. The last line printed is one JSON object.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import argparse
 import json
 import sys
 import time
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,12 +38,16 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel  #
 from arena.models.fetch import resolve  # noqa: E402
 from arena.policies.attention import load_causal_lm  # noqa: E402
 from arena.policies.generation import GenerationRequest, Sampling, generate  # noqa: E402
-from arena.policies.precision import native_bf16  # noqa: E402
+from arena.policies.precision import cast_linear_copy, native_bf16  # noqa: E402
 from benchmarks.stats import Row, print_table  # noqa: E402
 
 
 def run(
-    model: PreTrainedModel, requests: list[GenerationRequest], sampling: Sampling, drop_finished: bool = True
+    model: PreTrainedModel,
+    requests: list[GenerationRequest],
+    sampling: Sampling,
+    drop_finished: bool = True,
+    precision: AbstractContextManager | None = None,
 ) -> tuple[list, list[float]]:
     """The generated ids and the wall time (ms) of every forward call of ``model`` during the call."""
     samples: list[float] = []
@@ -51,32 +57,11 @@ def run(
         model.register_forward_hook(lambda *_: samples.append((time.perf_counter() - start.pop()) * 1000)),
     ]
     try:
-        results = generate(model, requests, sampling, drop_finished=drop_finished)
+        results = generate(model, requests, sampling, precision, drop_finished=drop_finished)
     finally:
         for hook in hooks:
             hook.remove()
     return [r.ids for r in results], samples
-
-
-@torch.inference_mode()
-def decode_step_ms(
-    model: PreTrainedModel, rows: int, context: int, bf16: bool, steps: int = 12
-) -> list[float]:
-    """Wall time (ms) of single decode steps of ``rows`` rows after ``context`` cached tokens (the cache
-    cropped back after each step), in float32 or under bfloat16 autocast."""
-    generator = torch.Generator().manual_seed(1)
-    ids = torch.randint(100, model.config.vocab_size, (rows, context + steps), generator=generator)
-    cache = model(input_ids=ids[:, :context], use_cache=True, logits_to_keep=1).past_key_values
-    samples = []
-    for step in range(steps):
-        started = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            model(
-                input_ids=ids[:, context + step : context + step + 1], past_key_values=cache, logits_to_keep=1
-            )
-        samples.append((time.perf_counter() - started) * 1000)
-        cache.crop(context)
-    return samples
 
 
 def main() -> None:
@@ -131,25 +116,29 @@ def main() -> None:
         f"rows ending at 1/{args.rows} .. all of {args.new} new tokens: decode of the whole call",
         [Row("decode, finished rows dropped", drop_ms, baseline_name="kept", baseline=keep_ms)],
     )
-    precision: dict[str, float | None] = {"decode_step_ms_fp32": None, "decode_step_ms_bf16_autocast": None}
+    precision: dict[str, float | None] = {"decode_step_ms_bf16": None, "bf16_ids_equal_share": None}
     if native_bf16("cpu"):
-        fp32_ms = decode_step_ms(model, args.rows, args.context, bf16=False)
-        bf16_ms = decode_step_ms(model, args.rows, args.context, bf16=True)
-        row = Row.from_samples(
-            "decode step, float32",
-            fp32_ms,
-            baseline_name="bf16 autocast",
-            baseline=sorted(bf16_ms)[len(bf16_ms) // 2],
-        )
-        print_table(
-            f"decode step of {args.rows} rows after {args.context} cached tokens (native bf16)", [row]
-        )
-        precision = {
-            "decode_step_ms_fp32": round(row.p50 or 0.0, 1),
-            "decode_step_ms_bf16_autocast": round(row.baseline or 0.0, 1),
-        }
+        bf16 = torch.autocast("cpu", dtype=torch.bfloat16)
+        bf16_ids, bf16_calls = run(cast_linear_copy(model), requests, sampling, precision=bf16)
+        bf16_rows = [
+            Row.from_samples(
+                "decode step, bf16 linear weights",
+                bf16_calls[args.rows :],
+                baseline_name="float32",
+                baseline=decode_gqa,
+            ),
+            Row(
+                "prefill (all rows), bf16",
+                sum(bf16_calls[: args.rows]),
+                baseline_name="float32",
+                baseline=gqa_prefill,
+            ),
+        ]
+        print_table(f"the HF policy's bf16 copy (native bf16), {args.rows} rows", bf16_rows)
+        same = sum(a == b for a, b in zip(bf16_ids, gqa_ids, strict=True)) / len(gqa_ids)
+        precision = {"decode_step_ms_bf16": round(bf16_rows[0].p50 or 0.0, 1), "bf16_ids_equal_share": same}
     else:
-        print("no native bfloat16 on this CPU: the float32 / bf16-autocast decode comparison is skipped")
+        print("no native bfloat16 on this CPU: the bf16 / float32 comparison is skipped")
     print(
         json.dumps(
             {

@@ -120,3 +120,17 @@ def test_decode_attention_reads_shared_prefixes_as_keys_before_each_rows_own() -
             mask = torch.cat([torch.ones(1, 1, 1, prefix_keys.shape[1], dtype=torch.bool), mask], dim=-1)
         alone = decode_attention(query[row : row + 1], keys, values, mask, None)
         assert torch.allclose(got[row : row + 1], alone, atol=1e-5)
+
+
+def test_decode_attention_stays_in_float32_under_bf16_autocast() -> None:
+    """Autocast would cast every cached key to bfloat16 at each step; the decode path keeps the cache's
+    precision (a bfloat16 query is computed against float32 keys in float32)."""
+    generator = torch.Generator().manual_seed(4)
+    query = torch.randn(3, 6, 1, 16, generator=generator)
+    key, value = (torch.randn(3, 2, 20, 16, generator=generator) for _ in "kv")
+    allowed = torch.ones(3, 1, 1, 20, dtype=torch.bool)
+    allowed[1, ..., :6] = False
+    plain = decode_attention(query, key, value, allowed, None)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        autocast = decode_attention(query, key, value, allowed, None)
+    assert autocast.dtype == torch.float32 and torch.equal(autocast, plain)

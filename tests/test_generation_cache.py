@@ -366,3 +366,40 @@ def test_on_a_cpu_bf16_autocast_covers_the_prefill_and_not_the_decode_steps(mode
     (result,) = generate(model, [request], sampling, torch.autocast("cpu", dtype=torch.bfloat16))
     assert len(result.ids) == 4 and result.cache[0][0].dtype == torch.float32
     assert autocast_on == [(12, True), (1, False), (1, False), (1, False)]
+
+
+def test_a_bf16_policy_on_a_cpu_generates_on_its_cast_copy_with_bf16_decode_steps(model_dir: Path) -> None:
+    """Under bf16 on a CPU the policy generates on a copy whose linear weights are bfloat16 (built once
+    per weights, dropped by ``weights_changed``): its prefills compute what autocast on the float32
+    model computes, bit for bit, and its decode steps run under autocast too (the float32 model's run
+    in float32); the caches stay float32."""
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = load_causal_lm(model_dir)
+    policy = HFPolicy(model, tokenizer, HFPolicyConfig(temperature=0.0, max_new_tokens=6, precision="bf16"))
+    copy_ = policy.inference_model()
+    assert copy_ is not model and copy_ is policy.inference_model()
+    sampling = Sampling(0.0, 1.0, eos_token_id=-1, pad_token_id=0)  # never stops: 6 tokens each
+    precision = torch.autocast("cpu", dtype=torch.bfloat16)
+    requests = [GenerationRequest(tokenizer.encode(request), None, 6) for request in REQUESTS[:2]]
+    calls: dict[str, list[tuple[int, bool]]] = {}  # (tokens fed, autocast on) per forward call
+    results = {}
+    for name, net in (("copy", copy_), ("float32", model)):
+        calls[name] = []
+        hook = net.register_forward_pre_hook(
+            lambda _, args, kwargs, seen=calls[name]: seen.append(
+                (kwargs["input_ids"].shape[1], torch.is_autocast_enabled("cpu"))
+            ),
+            with_kwargs=True,
+        )
+        try:
+            results[name] = generate(net, requests, sampling, precision)
+        finally:
+            hook.remove()
+    assert all(on for tokens, on in calls["copy"])
+    assert [on for tokens, on in calls["float32"] if tokens == 1] == [False] * 5
+    for on_copy, on_model in zip(results["copy"], results["float32"], strict=True):
+        assert on_copy.ids[0] == on_model.ids[0] and on_copy.logprobs[0] == on_model.logprobs[0]
+        assert on_copy.cache[0][0].dtype == torch.float32
+    policy.weights_changed()
+    assert policy.inference_model() is not copy_
+    assert HFPolicy(model, tokenizer, HFPolicyConfig(precision="fp32")).inference_model() is model

@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from arena.policies.precision import autocast, native_bf16, resolve_precision
+from arena.policies.precision import autocast, cast_linear_copy, native_bf16, resolve_precision
 from arena.rollout.episode import SYSTEM_PROMPT
 from tests.hf_samples import REQUEST, tiny_dir
 from trainers.local import GRPOTrainer, SFTExample, TrainerConfig
@@ -72,3 +72,29 @@ def test_auto_precision_is_bf16_only_where_native_and_bad_names_are_refused() ->
     assert isinstance(autocast("fp32", "cpu"), contextlib.nullcontext)
     with autocast("bf16", "cpu"):
         assert torch.get_autocast_dtype("cpu") == torch.bfloat16 and torch.is_autocast_enabled("cpu")
+
+
+def _prefill_outputs(model: torch.nn.Module, ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(input_ids=ids, use_cache=True)
+    layer = out.past_key_values.layers[-1]
+    return out.logits, layer.keys, layer.values
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_the_cast_linear_copy_prefills_bit_for_bit_as_autocast_on_the_float32_model(
+    base: Path, lora: bool
+) -> None:
+    """Under bf16 autocast, linear layers with bfloat16 weights compute what the float32 weights cast at
+    each call compute; the tied output head is untied in the copy, so the embeddings stay float32."""
+    trainer = GRPOTrainer(base, TrainerConfig(lora_rank=4 if lora else 0))
+    model = trainer.model
+    ids = torch.randint(3, 100, (1, 37), generator=torch.Generator().manual_seed(0))
+    copy_ = cast_linear_copy(model)
+    pairs = zip(_prefill_outputs(model, ids), _prefill_outputs(copy_, ids), strict=True)
+    assert all(x.equal(y) for x, y in pairs)
+    head, embeddings = copy_.get_output_embeddings(), copy_.get_input_embeddings()
+    assert head.weight.dtype == torch.bfloat16 and embeddings.weight.dtype == torch.float32
+    assert not any(p.requires_grad for p in copy_.parameters())
+    assert all(p.dtype == torch.float32 for p in model.parameters())  # the original is left alone
+    assert model.get_output_embeddings().weight is model.get_input_embeddings().weight

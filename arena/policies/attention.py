@@ -90,7 +90,24 @@ def decode_attention(
     join in one softmax. SDPA's CPU kernel is built for blocks of queries: for one layer of SmolLM2-135M
     (9 query, 3 key/value heads), 32 rows over 800 keys in fp32, 1.6 ms against 1.1 ms here; a whole
     decode step of 32 padded rows over 800 cached tokens 156 against 147 ms (2 cores). The outputs agree
-    within 1e-6. ``attention_mask`` (over the rows' own keys): boolean (True attends) or additive."""
+    within 1e-6. ``attention_mask`` (over the rows' own keys): boolean (True attends) or additive.
+    It runs in the cache's precision (float32) even under bf16 autocast: autocast would cast every cached
+    key and value of the batch to bfloat16 at every step of every layer."""
+    with torch.autocast(query.device.type, enabled=False):  # in the cache's precision (see above)
+        return _decode_attention(query.to(key.dtype), key, value, attention_mask, scaling, shared, layer).to(
+            query.dtype
+        )
+
+
+def _decode_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None,
+    shared: SharedPrefixes | None,
+    layer: int,
+) -> torch.Tensor:
     batch, heads, _, dim = query.shape
     kv_heads = key.shape[1]
     per_kv = heads // kv_heads

@@ -235,8 +235,9 @@ def generate(
     decode steps then run over all rows at once, and rows that have finished leave the
     batch (a finished row would otherwise be fed padding, its whole cache read, until the longest row
     ends: 37% of the row-steps of an evaluation); ``drop_finished=False`` keeps them (the benchmark's
-    baseline). ``precision`` is the prefill's; on a CPU the decode steps run in float32 whatever it is
-    (``decode_context``). Requests with a ``prefix`` need a model that attends with ``sdpa_gqa``."""
+    baseline). ``precision`` is the prefill's, and the decode steps' where the model's linear weights are
+    in its dtype already or on a GPU (``decode_context``; float32 otherwise). Requests with a ``prefix``
+    need a model that attends with ``sdpa_gqa``."""
     if any(r.prefix is not None for r in requests) and not supports_shared_prefixes(model):
         raise ValueError("requests with a shared prefix need a model loaded with sdpa_gqa attention")
     device = next(model.parameters()).device
@@ -296,7 +297,7 @@ def generate(
             ended = [False] * len(rows)
         token = torch.where(torch.tensor(ended, device=device), sampling.pad_token_id, token)
         mask = torch.cat([mask, torch.ones((len(rows), 1), dtype=mask.dtype, device=device)], dim=1)
-        with decode_context(precision, device):
+        with decode_context(precision, model):
             out = model(
                 input_ids=token[:, None],
                 attention_mask=mask,
@@ -328,15 +329,26 @@ def _shared_prefixes(
     )
 
 
-def decode_context(precision: AbstractContextManager | None, device: torch.device) -> AbstractContextManager:
-    """The precision of decode steps: ``precision`` on a GPU, float32 on a CPU. A decode step is a few
-    rows through every weight; CPU autocast casts every weight to bfloat16 again at each step, so a 32-row
-    step over ~1,000 cached tokens took 540-570 ms under bfloat16 autocast and 175-181 ms in float32 on
-    an AVX-512 BF16 CPU, while a prefill, many tokens per weight, is 2x faster in bfloat16 (docs/training.md).
-    The caches are float32 either way (measured)."""
-    if device.type == "cpu" or precision is None:
+def decode_context(
+    precision: AbstractContextManager | None, model: PreTrainedModel
+) -> AbstractContextManager:
+    """The precision of decode steps: ``precision``, except on a CPU for a model whose linear weights are
+    float32 (float32 then). A decode step is a few rows through every weight: CPU autocast casts every
+    float32 weight to bfloat16 again at each step (a 32-row step over ~1,000 cached tokens took 540-570 ms
+    under autocast against 175-181 ms in float32, AVX-512 BF16 CPU); with the weights cast once
+    (``arena.policies.precision.cast_linear_copy``) the bfloat16 products are 2.5-4x faster than float32
+    ones (a step of 32 rows over 800 cached tokens 139 -> 83 ms). The caches stay float32 either way
+    (attention runs in float32: ``decode_attention``)."""
+    device = next(model.parameters()).device
+    if precision is None or (device.type == "cpu" and _linear_dtype(model) == torch.float32):
         return contextlib.nullcontext()
     return precision
+
+
+def _linear_dtype(model: PreTrainedModel) -> torch.dtype | None:
+    """The weight dtype of ``model``'s first linear layer (None: it has none)."""
+    linear = next((m for m in model.modules() if isinstance(m, torch.nn.Linear)), None)
+    return None if linear is None else linear.weight.dtype
 
 
 def _ended(ids: list[int], request: GenerationRequest, sampling: Sampling) -> bool:

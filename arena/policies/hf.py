@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import threading
 import time
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from arena.policies.attention import load_causal_lm, supports_shared_prefixes
 from arena.policies.base import PolicyRefused, PolicyTurn, PolicyUnavailable, TokenTrajectory
 from arena.policies.generation import KV, GenerationRequest, GenerationResult, PrefixCache, Sampling, generate
-from arena.policies.precision import autocast, resolve_precision
+from arena.policies.precision import autocast, cast_linear_copy, resolve_precision
 from arena.policies.toolcall_parsing import parse_reply
 from task_synth.model import Task
 
@@ -131,7 +132,8 @@ def encode_conversation(
 
 class HFPolicy:
     """A causal LM playing episodes; ``model`` and ``tokenizer`` are shared with a trainer, which calls
-    ``weights_changed`` after every update (cached prompt prefixes are dropped then)."""
+    ``weights_changed`` after every update (cached prompt prefixes and the inference copy are dropped
+    then)."""
 
     def __init__(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, config: HFPolicyConfig
@@ -149,6 +151,8 @@ class HFPolicy:
         self.batches: list[int] = []  # sizes of the generated batches (throughput diagnostics)
         self.prefixes = PrefixCache()
         self.shares_prefixes = supports_shared_prefixes(model)  # decode reads each prefix once a batch
+        self._inference: PreTrainedModel | None = None
+        self._inference_lock = threading.Lock()
         pad = tokenizer.pad_token_id
         self.sampling = Sampling(
             temperature=config.temperature,
@@ -192,12 +196,25 @@ class HFPolicy:
         return HFEpisode(self, tools)
 
     def weights_changed(self) -> None:
-        """Forget cached prompt prefixes: they were computed by the old weights."""
+        """Forget cached prompt prefixes and the inference copy: they hold the old weights."""
         self.prefixes.clear()
+        self._inference = None
 
     def prefix_cache(self, prefix: list[int]) -> KV:
         """Keys and values of a shared prompt prefix under the current weights."""
-        return self.prefixes.get(self.model, prefix, self._precision())
+        return self.prefixes.get(self.inference_model(), prefix, self._precision())
+
+    def inference_model(self) -> PreTrainedModel:
+        """The model generation runs on: under bf16 on a CPU, a copy of the current weights whose linear
+        layers are bfloat16 already (``cast_linear_copy``, built once per weights: prefills skip
+        autocast's cast of every weight at each call, and decode steps run their products in bfloat16,
+        ``decode_context``); otherwise the model itself."""
+        if self.config.precision != "bf16" or torch.device(self.config.device).type != "cpu":
+            return self.model
+        with self._inference_lock:  # the event loop (prefixes) and the generation thread both ask
+            if self._inference is None:
+                self._inference = cast_linear_copy(self.model)
+            return self._inference
 
     def _precision(self) -> AbstractContextManager:
         return autocast(self.config.precision, self.config.device)
@@ -237,9 +254,7 @@ class HFPolicy:
             )
             self.batches.append(len(batch))
             try:
-                results = await asyncio.to_thread(
-                    generate, self.model, [r for r, _ in batch], self.sampling, self._precision()
-                )
+                results = await asyncio.to_thread(self._generate, [r for r, _ in batch])
             except Exception as exc:  # the model crashed (out of memory, bad device): not the task's fault
                 logger.exception("local model failed on a batch of %d turns", len(batch))
                 for _, future in batch:
@@ -249,6 +264,9 @@ class HFPolicy:
             for (_, future), result in zip(batch, results, strict=True):
                 if not future.done():
                     future.set_result(result)
+
+    def _generate(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
+        return generate(self.inference_model(), requests, self.sampling, self._precision())
 
     async def aclose(self) -> None:
         if self._worker is not None:

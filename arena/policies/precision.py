@@ -8,6 +8,7 @@ picks it there."""
 from __future__ import annotations
 
 import contextlib
+import copy
 from contextlib import AbstractContextManager
 
 import torch
@@ -40,3 +41,18 @@ def autocast(precision: str, device: str) -> AbstractContextManager:
     if precision != "bf16":
         return contextlib.nullcontext()
     return torch.autocast(device.split(":")[0], dtype=torch.bfloat16)
+
+
+def cast_linear_copy(model: torch.nn.Module, dtype: torch.dtype = torch.bfloat16) -> torch.nn.Module:
+    """A frozen copy of ``model`` whose linear layers hold their weights in ``dtype`` already, for
+    inference under ``dtype`` autocast: autocast casts a float32 weight to ``dtype`` again at every call
+    (on a CPU about 25 ms of a 180 ms prefill of SmolLM2-135M, and more than the whole float32 step in a
+    decode step), a ``dtype`` weight not at all, and the products are the same bit for bit. Everything
+    else (embeddings, norms) stays as it is, so an output head tied to the embeddings is untied in the
+    copy. Build a new one when ``model``'s weights change."""
+    copy_ = copy.deepcopy(model).eval()
+    copy_.requires_grad_(False)
+    for module in copy_.modules():
+        if isinstance(module, torch.nn.Linear):
+            module.weight = torch.nn.Parameter(module.weight.detach().to(dtype), requires_grad=False)
+    return copy_
