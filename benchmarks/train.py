@@ -12,7 +12,8 @@ same rollouts, with the main job's settings otherwise (``conf/trainer/local.yaml
 ``conf/policy/smollm2.yaml``: the top 10 of 30 layers trained, 4 conversations a batch). The fetched model
 rarely calls a tool; ``--model`` a warm-started checkpoint (an ``arena evolve`` run's
 ``checkpoints/round0``) makes the rollouts multi-turn, as in training. Rollouts: ``tasks`` x ``n`` episodes
-through the real episode loop on a local pool, sampled with the same seed, once with the environment's
+through the real episode loop on a local pool, in the main job's precision (``auto``: bf16 where native),
+sampled with the same seed, once with the environment's
 prompt prefix and each episode's earlier turns reused (``reuse_cache``) and once re-encoding the whole
 conversation every turn (the baseline). The env share is the time episodes spent waiting on tool calls over
 the GRPO step's wall time. The last line printed is one JSON object.
@@ -88,7 +89,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         step_tasks = tasks[: args.tasks]
         episode = EpisodeConfig(max_turns=4)
         rollouts: dict[str, Any] = {}
-        player = GRPOTrainer(model, base)
+        player = GRPOTrainer(model, replace(base, precision=main_job.precision))  # as the main job plays
         for reuse in (True, False):
             player.policy.config = replace(player.policy.config, reuse_cache=reuse)
             torch.manual_seed(0)  # the same sampling draws for both
@@ -160,6 +161,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "rollout_episodes_per_s": round(cached, 3),
         "rollout_episodes_per_s_no_reuse": round(plain, 3),
         "rollout_speedup": round(cached / plain, 2),
+        "rollout_precision": main_job.precision,
         "sft_tokens_per_s": {k: round(v["sft_tokens_per_s"], 1) for k, v in results.items()},
         "update_tokens_per_s": {k: round(v["update_tokens_per_s"] or 0, 1) for k, v in results.items()},
         "env_share_of_grpo_step": round(env_share, 4),
