@@ -127,15 +127,24 @@ async def test_turn_limit_and_token_budget_end_the_episode_unfinished(
 async def test_unknown_tools_and_bad_arguments_are_classified(
     pool: EnvPool, openai_server: FakeOpenAI
 ) -> None:
-    scripts = {
-        FailureMode.UNKNOWN_TOOL: [tool_calls(("teleport_book", {"book_id": 1})), text('{"copies": 1}')],
-        FailureMode.INVALID_ARGUMENTS: [tool_calls(("get_book", '{"book_id": ')), text('{"copies": 1}')],
-        FailureMode.WRONG_ANSWER: [tool_calls(("get_book", {"book_id": 1})), text('{"copies": 1}')],
-        FailureMode.PREMATURE_ANSWER: [text('{"copies": 1}')],
-    }
+    scripts = [
+        (FailureMode.UNKNOWN_TOOL, [tool_calls(("teleport_book", {"book_id": 1})), text('{"copies": 1}')]),
+        # an unknown name corrected by a call of another tool is recovered from: the answer is what failed
+        (
+            FailureMode.WRONG_ANSWER,
+            [
+                tool_calls(("get_books", {"book_id": 1})),
+                tool_calls(("get_book", {"book_id": 1})),
+                text('{"copies": 1}'),
+            ],
+        ),
+        (FailureMode.INVALID_ARGUMENTS, [tool_calls(("get_book", '{"book_id": ')), text('{"copies": 1}')]),
+        (FailureMode.WRONG_ANSWER, [tool_calls(("get_book", {"book_id": 1})), text('{"copies": 1}')]),
+        (FailureMode.PREMATURE_ANSWER, [text('{"copies": 1}')]),
+    ]
     task = copies_task()
     task.solution = (await hold_task(pool)).solution  # a reference that calls a tool
-    for expected, replies in scripts.items():
+    for expected, replies in scripts:
         openai_server.script = lambda request, replies=replies: replies[turn_of(request)]
         async with policy(openai_server) as agent:
             episode = await run_episode(pool, task, agent)

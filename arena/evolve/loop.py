@@ -11,7 +11,7 @@ unfinished stage (evaluations resume per episode, training per step from its che
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +25,10 @@ from arena.evolve.benchmarks import benchmark_envs, benchmark_result, benchmark_
 from arena.evolve.gaps import analyse
 from arena.evolve.paired import paired
 from arena.evolve.settings import BFCL_MULTI_TURN, EvolveError, EvolveSettings
-from arena.evolve.targeting import allocate, allocate_uniform, spread_over_levels
+from arena.evolve.targeting import allocate, allocate_uniform, slips_for, spread_over_levels
 from arena.evolve.trainer import Conversation, RoundTrainer, make_trainer
 from arena.policies.scripted import ReferencePolicy
+from arena.policies.slips import Slip
 from arena.rollout.conversation import answer_visible, messages_of
 from arena.rollout.episode import EpisodeConfig, tool_specs
 from arena.store import Database, ProfileStore, RunStore, TaskStore
@@ -142,11 +143,14 @@ async def _tools(ctx: Context, envs: set[str]) -> dict[str, list[dict[str, Any]]
     return tools
 
 
-async def reference_conversations(ctx: Context, tasks: list[Task], run_id: str) -> list[Conversation]:
-    """The reference policy plays ``tasks`` (recorded as run ``run_id``); its passed episodes become SFT
-    conversations, rendered exactly as a policy sees them."""
+async def reference_conversations(
+    ctx: Context, tasks: list[Task], run_id: str, slips: dict[str, Slip] | None = None
+) -> list[Conversation]:
+    """The reference policy plays ``tasks`` (recorded as run ``run_id``; those in ``slips`` first make a
+    wrong call and recover); its passed episodes become SFT conversations, rendered exactly as a policy
+    sees them."""
     limits = EpisodeConfig(max_turns=REFERENCE_MAX_TURNS)  # a reference chain is never cut short
-    spec = Play(run_id, [(t, 0) for t in tasks], ReferencePolicy(), limits, 16)
+    spec = Play(run_id, [(t, 0) for t in tasks], ReferencePolicy(slips), limits, 16)
     ctx.runs.start(
         run_id, policy="reference", suite="train", config={}, git_revision=git_revision(), planned=len(tasks)
     )
@@ -302,7 +306,12 @@ async def stage_targeted(
     report = analyse(episodes, tasks)
     s = ctx.settings
     gap_batches = allocate(
-        report, ctx.seen, s.targeted.tasks, max_level=s.targeted.max_level, reach=s.targeted.reach
+        report,
+        ctx.seen,
+        s.targeted.tasks,
+        max_level=s.targeted.max_level,
+        reach=s.targeted.reach,
+        recovery=s.targeted.recovery,
     )
     uniform = s.targeted.mode == "uniform"
     batches = (
@@ -311,6 +320,7 @@ async def stage_targeted(
         else gap_batches
     )
     made: list[str] = []
+    slips: dict[str, Slip] = {}
     for index, batch in enumerate(batches):
         seed = s.seed * 100_003 + round_ * 1_009 + index + (UNIFORM_SEED_OFFSET if uniform else 0)
         found = await synthesized_tasks(
@@ -326,7 +336,9 @@ async def stage_targeted(
         fresh = [t for t in found if t.id not in held and t.request not in held]
         focus = set(batch.focus_tools)
         fresh.sort(key=lambda t: (-len(focus & set(t.solution.tool_calls if t.solution else [])), t.id))
-        made += [t.id for t in (spread_over_levels(fresh, batch.n) if uniform else fresh[: batch.n])]
+        chosen = spread_over_levels(fresh, batch.n) if uniform else fresh[: batch.n]
+        made += [t.id for t in chosen]
+        slips |= slips_for(chosen, batch.slips, seed)
     for batch in batches:
         ctx.console.print(f"  asked: {batch.reason}")
     return {
@@ -334,14 +346,15 @@ async def stage_targeted(
         "gaps": report.to_json(),
         "batches": [b.to_json() for b in batches],
         "tasks": made,
+        "slips": {task_id: asdict(slip) for task_id, slip in slips.items()},
     } | ({"gap_batches": [b.to_json() for b in gap_batches]} if uniform else {})
 
 
-async def stage_train(ctx: Context, round_: int, tasks: list[Task]) -> dict[str, Any]:
+async def stage_train(ctx: Context, round_: int, tasks: list[Task], slips: dict[str, Slip]) -> dict[str, Any]:
     trainer = _trainer(ctx)
     metrics: dict[str, Any] = {}
     if ctx.settings.targeted.sft:
-        examples = await reference_conversations(ctx, tasks, _reference_run(ctx, round_))
+        examples = await reference_conversations(ctx, tasks, _reference_run(ctx, round_), slips)
         if ctx.settings.targeted.replay:
             examples += await recorded_conversations(ctx, [_reference_run(ctx, r) for r in range(round_)])
         metrics["sft"] = trainer.warm_start(examples, tokens=ctx.settings.targeted.sft_tokens)
@@ -449,8 +462,9 @@ async def run_stages(ctx: Context) -> None:
             previous = ctx.stages[f"eval:{round_ - 1}"]["run_id"]
             ctx.done(f"targeted:{round_}", await stage_targeted(ctx, round_, previous, heldout))
         if f"train:{round_}" not in ctx.stages:
-            targeted = ctx.tasks(ctx.stages[f"targeted:{round_}"]["tasks"])
-            ctx.done(f"train:{round_}", await stage_train(ctx, round_, targeted))
+            asked = ctx.stages[f"targeted:{round_}"]
+            slips = {task_id: Slip(**slip) for task_id, slip in asked.get("slips", {}).items()}
+            ctx.done(f"train:{round_}", await stage_train(ctx, round_, ctx.tasks(asked["tasks"]), slips))
         if f"eval:{round_}" not in ctx.stages:
             ctx.done(f"eval:{round_}", await stage_eval(ctx, round_, heldout))
         for name, tasks in benchmarks.items():

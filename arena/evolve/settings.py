@@ -55,7 +55,10 @@ class TargetedSettings(_Section):
     levels 1..``max_level``, with its own seeds (the gap report is still recorded). ``sft_tokens``: train
     each round's SFT on this many tokens (passes repeated until no example fits), so that arms whose
     tasks differ in length train the same compute; None = the trainer's epochs. ``reach``: levels above
-    each environment's frontier that ``gap`` mode practises (``arena.evolve.targeting``)."""
+    each environment's frontier that ``gap`` mode practises (``arena.evolve.targeting``). ``recovery``:
+    in ``gap`` mode, a share of each environment's new reference solutions first make a wrong call (an
+    unknown tool, invalid arguments: as many as the evaluation failed that way) and recover from its
+    error (``arena.policies.slips``)."""
 
     tasks: int = Field(48, ge=1)
     max_level: int = Field(3, ge=1, le=5)
@@ -64,6 +67,7 @@ class TargetedSettings(_Section):
     replay: bool = True
     mode: Literal["gap", "uniform"] = "gap"
     sft_tokens: int | None = Field(None, ge=1)
+    recovery: bool = False
 
 
 BFCL_MULTI_TURN = "bfcl_multi_turn"

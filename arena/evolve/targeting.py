@@ -3,33 +3,41 @@
 More tasks go where the policy is weak (environments below the mean get a larger share), at its frontier
 and the level just above it (the frontier: the highest level it passes at least half the time), each
 unless mastered (80%), preferring tasks that exercise the tools it fails on. Levels further up are left
-to later rounds: a round practises what the last evaluation shows is within reach. Every batch records
-why it was asked for.
+to later rounds: a round practises what the last evaluation shows is within reach. Where the evaluation
+failed by naming unknown tools or passing invalid arguments, as many of the environment's new reference
+solutions first make such a wrong call and recover from its error (``recovery``; ``slips_for``). Every
+batch records why it was asked for.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import random
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from arena.evolve.gaps import GapReport
-from task_synth.model import Task
+from arena.policies.slips import SLIP_KINDS, Slip
+from task_synth.model import CallStep, Task
 
 FRONTIER_SUCCESS = 0.5
 MASTERED_SUCCESS = 0.8
 REACH = 1
 """Levels above the frontier that a round practises by default (``targeted.reach``)."""
+RECOVERY_MAX_SHARE = 0.5
+"""At most this share of a batch's reference solutions slip first: the others show the clean solution."""
 
 
 @dataclass(frozen=True)
 class Batch:
-    """Synthesize ``n`` tasks of ``env`` at ``levels``, preferring ``focus_tools``; ``reason`` says why."""
+    """Synthesize ``n`` tasks of ``env`` at ``levels``, preferring ``focus_tools``; ``reason`` says why.
+    ``slips``: how many of their reference solutions first make a wrong call, by kind."""
 
     env: str
     n: int
     levels: list[int]
     focus_tools: list[str]
     reason: str
+    slips: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,6 +79,33 @@ def gap_levels(report: GapReport, env: str, max_level: int, reach: int = REACH) 
     return levels or [min(edge + 1, max_level)]
 
 
+def slip_counts(report: GapReport, env: str, n: int) -> dict[str, int]:
+    """How many of ``env``'s ``n`` new reference solutions slip first, by kind: the share of its evaluated
+    episodes that failed on an unknown tool or invalid arguments (at most ``RECOVERY_MAX_SHARE``), split
+    between the two as those failures are."""
+    rate = report.rate("env", env)
+    if rate is None or not rate.scored:
+        return {}
+    failed = {kind: rate.failure_modes[kind] for kind in SLIP_KINDS if rate.failure_modes.get(kind)}
+    total = round(min(sum(failed.values()) / rate.scored, RECOVERY_MAX_SHARE) * n)
+    return {kind: count for kind, count in _shares(failed, total).items() if count} if failed else {}
+
+
+def slips_for(tasks: list[Task], counts: dict[str, int], seed: int) -> dict[str, Slip]:
+    """``counts`` slips (by kind) over ``tasks`` whose solutions make calls, each before a call of its
+    solution drawn at random (seeded): which tasks, and where, are the draw's."""
+    rng = random.Random(seed)
+    calling = [
+        (task, calls)
+        for task in tasks
+        if task.solution and (calls := sum(isinstance(s, CallStep) for s in task.solution.steps))
+    ]
+    chosen = rng.sample(calling, min(sum(counts.values()), len(calling)))
+    kinds = [kind for kind, count in counts.items() for _ in range(count)]
+    drawn = zip(chosen, kinds, strict=False)  # fewer tasks that make calls than slips asked: fewer slips
+    return {task.id: Slip(kind, rng.randrange(calls)) for (task, calls), kind in drawn}
+
+
 def _levels_text(levels: list[int]) -> str:
     return f"level {levels[0]}" if len(levels) == 1 else f"levels {levels[0]}-{levels[-1]}"
 
@@ -83,8 +118,10 @@ def allocate(
     max_level: int = 5,
     floor: float = 0.15,
     reach: int = REACH,
+    recovery: bool = False,
 ) -> list[Batch]:
-    """Split ``budget`` tasks over ``envs`` by weakness; one batch per environment that gets any."""
+    """Split ``budget`` tasks over ``envs`` by weakness; one batch per environment that gets any; with
+    ``recovery``, each batch's ``slips`` (``slip_counts``)."""
     weights = {}
     for env in envs:
         rate = report.rate("env", env)
@@ -107,7 +144,11 @@ def allocate(
             f"(not mastered, from its frontier: level {edge}, up to {reach} above)"
             + (f", favouring {', '.join(tools)}" if tools else "")
         )
-        batches.append(Batch(env, n, levels, tools, reason))
+        slips = slip_counts(report, env, n) if recovery else {}
+        if slips:
+            kinds = ", ".join(f"{kind} {count}" for kind, count in slips.items())
+            reason += f"; {sum(slips.values())} of them recover from a wrong call first ({kinds})"
+        batches.append(Batch(env, n, levels, tools, reason, slips))
     return batches
 
 

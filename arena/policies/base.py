@@ -14,6 +14,12 @@ from typing import Any, Protocol, runtime_checkable
 
 from task_synth.model import Task
 
+IMITATE = "imitate"
+"""Key of an assistant message that SFT must not imitate (value False): in a recorded conversation, a
+turn whose every call the environment refused, such as a reference episode's deliberate slip
+(``arena.policies.slips``; set by ``arena.rollout.conversation.messages_of``). It stays in the
+conversation, with its error, as context."""
+
 
 class PolicyUnavailable(RuntimeError):
     """The policy could not answer (endpoint unreachable, HTTP 5xx/429, model crashed): an infrastructure

@@ -26,7 +26,7 @@ import torch
 from transformers import AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from arena.policies.attention import load_causal_lm, supports_shared_prefixes
-from arena.policies.base import PolicyRefused, PolicyTurn, PolicyUnavailable, TokenTrajectory
+from arena.policies.base import IMITATE, PolicyRefused, PolicyTurn, PolicyUnavailable, TokenTrajectory
 from arena.policies.generation import KV, GenerationRequest, GenerationResult, PrefixCache, Sampling, generate
 from arena.policies.precision import autocast, cast_linear_copy, resolve_precision
 from arena.policies.toolcall_parsing import parse_reply
@@ -115,14 +115,15 @@ def encode_conversation(
     tool_result_chars: int | None = None,
 ) -> TokenTrajectory:
     """A whole recorded conversation as the trajectory a policy would have built: the prompt up to the
-    first assistant turn, then assistant turns with mask 1 and everything else with mask 0."""
+    first assistant turn, then assistant turns with mask 1 (but those whose ``IMITATE`` key is False) and
+    everything else with mask 0."""
     renderer = ChatRenderer(tokenizer, tools, tool_result_chars)
     first = next((i for i, m in enumerate(messages) if m["role"] == "assistant"), len(messages))
     trajectory = TokenTrajectory(renderer.encode(renderer.text(messages[:first], True)))
     for index in range(first, len(messages)):
         if messages[index]["role"] == "assistant":
             ids = renderer.added(messages[: index + 1], index, True, False)
-            trajectory.extend(ids, generated=True)
+            trajectory.extend(ids, generated=messages[index].get(IMITATE, True) is not False)
         else:
             prompt = index + 1 < len(messages) and messages[index + 1]["role"] == "assistant"
             ids = renderer.added(messages[: index + 1], index, False, prompt)

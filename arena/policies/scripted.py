@@ -12,9 +12,11 @@ import json
 import random
 import string
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from arena.policies.base import PolicyTurn, TokenTrajectory, ToolCall, tool_message_content
+from arena.policies.slips import Slip, slipped_call
 from task_synth.model import CallStep, Task
 from task_synth.program import SolutionFailed, execute
 from task_synth.runner import ProgramOutcome, StepOutcome
@@ -133,14 +135,66 @@ class _TurnReferenceEpisode:
         return None
 
 
+class _SlippingEpisode:
+    """A reference episode that first makes a wrong call (``slip``) in place of its call number
+    ``slip.call``, reads the environment's error, then makes the right call and goes on as the reference
+    (``arena.policies.slips``). Where the tools leave no certain slip, it plays the reference as is."""
+
+    def __init__(
+        self,
+        inner: _ReferenceEpisode | _TurnReferenceEpisode,
+        slip: Slip,
+        tools: list[dict[str, Any]],
+        seed: str,
+    ) -> None:
+        self._inner, self._slip, self._tools = inner, slip, tools
+        self._rng = random.Random(seed)
+        self._calls = 0
+        self._held: PolicyTurn | None = None  # the right call, made after the slip's error
+
+    async def act(self, messages: list[dict[str, Any]]) -> PolicyTurn:
+        if self._held is not None:
+            turn, self._held = self._held, None
+            return turn
+        turn = await self._inner.act(messages)
+        if not turn.tool_calls:
+            return turn
+        self._calls += 1
+        if self._calls - 1 != self._slip.call:
+            return turn
+        right = turn.tool_calls[0]
+        wrong = slipped_call(self._slip.kind, right.name, right.arguments or {}, self._tools, self._rng)
+        if wrong is None:
+            return turn
+        self._held = turn
+        name, arguments = wrong
+        call = ToolCall(f"slip-{self._calls}", name, arguments, json.dumps(arguments))
+        return PolicyTurn(tool_calls=[call])
+
+    def trajectory(self) -> TokenTrajectory | None:
+        return None
+
+    def close(self) -> None:
+        if isinstance(self._inner, _ReferenceEpisode):
+            self._inner.close()
+
+
 class ReferencePolicy:
     """Replays each task's reference solution through the episode's real tools, then answers (a
-    multi-turn task's reference, turn by turn)."""
+    multi-turn task's reference, turn by turn). ``slips`` (by task id): those tasks' episodes first make
+    a wrong call and recover from its error (``_SlippingEpisode``)."""
 
     name = "reference"
 
-    def start(self, task: Task, tools: list[dict[str, Any]]) -> _ReferenceEpisode | _TurnReferenceEpisode:
-        return _TurnReferenceEpisode(task) if task.turn_solutions else _ReferenceEpisode(task)
+    def __init__(self, slips: Mapping[str, Slip] | None = None) -> None:
+        self._slips = dict(slips or {})
+
+    def start(
+        self, task: Task, tools: list[dict[str, Any]]
+    ) -> _ReferenceEpisode | _TurnReferenceEpisode | _SlippingEpisode:
+        episode = _TurnReferenceEpisode(task) if task.turn_solutions else _ReferenceEpisode(task)
+        slip = self._slips.get(task.id)
+        return episode if slip is None else _SlippingEpisode(episode, slip, tools, task.id)
 
     async def aclose(self) -> None:
         return None

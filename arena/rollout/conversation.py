@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from arena.policies.base import PolicyTurn, ToolCall
+from arena.policies.base import IMITATE, PolicyTurn, ToolCall
+from arena.rollout.failure import INVALID_ARGUMENT_CODES
 from arena.rollout.records import EpisodeRecord, ToolCallRecord
 
 FORMAT_ERROR_CALL_ID = "format_error"
@@ -38,8 +39,13 @@ def format_error_message(problem: str) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": FORMAT_ERROR_CALL_ID, "content": error}
 
 
+REJECTED_CALL_CODES = frozenset({"UNKNOWN_TOOL"}) | INVALID_ARGUMENT_CODES
+"""Error codes of calls the environment refused before running them (a wrong name, invalid arguments)."""
+
+
 def messages_of(record: EpisodeRecord, system_prompt: str) -> list[dict[str, Any]]:
-    """The whole conversation of a recorded episode, ending with its last policy turn."""
+    """The whole conversation of a recorded episode, ending with its last policy turn; a turn whose calls
+    were all refused is marked ``IMITATE: False``."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
     for turn in record.turns:
         if turn.user_message is not None:
@@ -53,7 +59,10 @@ def messages_of(record: EpisodeRecord, system_prompt: str) -> list[dict[str, Any
             )
             for c in turn.tool_calls
         ]
-        messages.append(assistant_message(PolicyTurn(content=turn.content, tool_calls=calls)))
+        message = assistant_message(PolicyTurn(content=turn.content, tool_calls=calls))
+        if turn.tool_calls and all(c.error_code in REJECTED_CALL_CODES for c in turn.tool_calls):
+            message[IMITATE] = False
+        messages.append(message)
         if turn.format_error is not None:
             messages.append(format_error_message(turn.format_error))
         messages += [tool_message(call) for call in turn.tool_calls]

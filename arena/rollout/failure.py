@@ -9,12 +9,16 @@ INVALID_ARGUMENT_CODES = frozenset({"VALIDATION_ERROR", "INVALID_ARGUMENTS"})
 
 
 def _unrecovered(calls: list[ToolCallRecord]) -> list[ToolCallRecord]:
-    """Failed calls that no later successful call of the same tool made good."""
+    """Failed calls that no later successful call made good: of the same tool, or of any tool after a
+    name that no tool has (the corrected call names another tool)."""
     return [
         call
         for i, call in enumerate(calls)
         if call.error_code is not None
-        and not any(later.name == call.name and later.error_code is None for later in calls[i + 1 :])
+        and not any(
+            later.error_code is None and (later.name == call.name or call.error_code == "UNKNOWN_TOOL")
+            for later in calls[i + 1 :]
+        )
     ]
 
 
