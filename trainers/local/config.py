@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 from arena.rollout.records import EpisodeRecord
 
+SFT_LR_DECAYS = ("constant", "linear")
+
 
 @dataclass(frozen=True)
 class TrainerConfig:
@@ -18,10 +20,13 @@ class TrainerConfig:
     or ``fp32``; ``lora_rank`` > 0 trains LoRA adapters on every linear layer instead of all weights
     (merged into every saved checkpoint); ``train_top_layers`` > 0 trains (or adapts) only that many top
     decoder layers: the backward pass stops below them (0: every layer). ``tool_result_chars`` is the
-    policy's cut of tool results in the chat template (None: the template's default)."""
+    policy's cut of tool results in the chat template (None: the template's default). ``sft_lr_decay``
+    ``linear``: each SFT call's learning rate falls from ``sft_lr`` towards 0 with the tokens it has
+    trained on (``constant``: ``sft_lr`` throughout)."""
 
     lr: float = 2e-4
     sft_lr: float = 1e-3
+    sft_lr_decay: str = "constant"
     n_rollouts: int = 4
     tasks_per_step: int = 8
     clip_ratio_low: float = 0.2
@@ -47,6 +52,11 @@ class TrainerConfig:
     lora_alpha: float = 32.0
     train_top_layers: int = 0
     tool_result_chars: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.sft_lr_decay not in SFT_LR_DECAYS:
+            names = ", ".join(SFT_LR_DECAYS)
+            raise ValueError(f"sft_lr_decay must be one of {names}, got {self.sft_lr_decay!r}")
 
 
 @dataclass

@@ -122,8 +122,6 @@ class GRPOTrainer:
         kept = [t for t in encoded if len(t.prompt_ids) + len(t.response_ids) <= config.context_limit]
         first_turns = [first_turn(t) for t in kept] if config.sft_first_turn_epochs else []
         order = random.Random(config.seed)
-        for group in self.optimizer.param_groups:
-            group["lr"] = config.sft_lr
         self.model.train()
         if tokens is None:
             first_losses, first_tokens = self._sft_epochs(first_turns, config.sft_first_turn_epochs, order)
@@ -131,8 +129,7 @@ class GRPOTrainer:
         else:
             first_losses, first_tokens = [], 0
             losses, seen = self._sft_epochs(kept, 0, order, budget=tokens)
-        for group in self.optimizer.param_groups:
-            group["lr"] = config.lr
+        self._set_lr(config.lr)
         elapsed = time.perf_counter() - started
         return {
             "examples": len(kept),
@@ -153,19 +150,33 @@ class GRPOTrainer:
     ) -> tuple[list[float], int]:
         """``epochs`` passes over ``trajectories`` in length-grouped batches (with a ``budget``: passes
         until no example fits in the tokens left, each batch keeping the examples that fit, so the total
-        stays within the shortest example below the budget): each pass's mean loss, and the tokens seen."""
+        stays within the shortest example below the budget): each pass's mean loss, and the tokens seen.
+        The learning rate follows ``sft_lr_decay`` over the planned tokens (the budget, or every pass)."""
         losses, tokens = [], 0
+        planned = budget if budget is not None else epochs * sum(_length(t) for t in trajectories)
         while trajectories and (len(losses) < epochs or budget is not None):
             epoch = []
             for batch in _length_grouped(trajectories, self.config.sft_batch_size, order):
                 if budget is not None and not (batch := _within(batch, budget - tokens)):
                     continue
+                self._set_lr(self._sft_lr(tokens, planned))
                 epoch.append(self._sft_update(batch))
                 tokens += sum(_length(t) for t in batch)
             if budget is not None and not epoch:
                 break
             losses.append(float(np.mean(epoch)) if epoch else float("nan"))
         return losses, tokens
+
+    def _sft_lr(self, seen: int, planned: int) -> float:
+        """The SFT learning rate after ``seen`` of ``planned`` tokens: ``sft_lr``, or with ``linear``
+        decay ``sft_lr`` times the share of the planned tokens still to come."""
+        if self.config.sft_lr_decay == "constant" or planned <= 0:
+            return self.config.sft_lr
+        return self.config.sft_lr * max(1.0 - seen / planned, 0.0)
+
+    def _set_lr(self, lr: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
 
     def _sft_update(self, batch: list[TokenTrajectory]) -> float:
         total = sum(sum(t.response_mask) for t in batch)
