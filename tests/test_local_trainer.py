@@ -195,3 +195,24 @@ async def test_a_token_budget_trains_that_many_tokens_whatever_the_examples(
         shortest = min(lengths[0] if short in examples else lengths[1], lengths[1])
         assert budget - shortest < metrics["tokens"] <= budget, (examples, metrics["tokens"])
         assert metrics["first_turn_epoch_loss"] == [] and len(metrics["epoch_loss"]) >= 1
+
+
+@module_loop
+async def test_linear_sft_decay_lowers_the_learning_rate_step_by_step_to_near_zero(
+    pool: EnvPool, tmp_path: Path
+) -> None:
+    async with pool.session("library") as session:
+        messages, tools, _ = await book_conversation(session)
+    example = SFTExample(messages, tools)
+    steps: dict[str, list[float]] = {}
+    for decay in ("constant", "linear"):
+        config = TrainerConfig(epochs=5, sft_lr=2e-3, lr=1e-4, sft_batch_size=1, sft_lr_decay=decay)
+        trainer = GRPOTrainer(tiny_dir(tmp_path / decay, messages, tools), config)
+        seen = steps.setdefault(decay, [])
+        trainer.optimizer.register_step_pre_hook(lambda opt, *_, s=seen: s.append(opt.param_groups[0]["lr"]))
+        trainer.sft([example])
+        assert trainer.optimizer.param_groups[0]["lr"] == 1e-4  # GRPO's rate again after SFT
+    assert steps["constant"] == [2e-3] * 5
+    assert steps["linear"] == pytest.approx([2e-3, 1.6e-3, 1.2e-3, 0.8e-3, 0.4e-3])
+    with pytest.raises(ValueError, match="sft_lr_decay must be one of constant, linear"):
+        TrainerConfig(sft_lr_decay="cosine")
