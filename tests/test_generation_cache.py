@@ -170,12 +170,40 @@ def test_no_wait_for_turns_once_every_live_episode_is_waiting(model_dir: Path) -
     policy = HFPolicy(model, tokenizer, HFPolicyConfig(temperature=0.0, max_new_tokens=4, gather_s=30.0))
     episode = policy.start(None, TOOLS)  # type: ignore[arg-type]
     messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": REQUESTS[0]}]
+    asyncio.run(episode.act(messages))  # its first turn waits a window: others may be starting beside it
+    messages += [{"role": "assistant", "content": "x"}, {"role": "user", "content": REQUESTS[1]}]
+    policy._changed_at -= 30.0  # as if the window had passed since it started: no one else came
     started = time.perf_counter()
     asyncio.run(episode.act(messages))
     assert time.perf_counter() - started < 10.0  # not the 30 s window: no other episode can join
     episode.close()
     episode.close()  # closing twice counts once
     assert policy._live == 0
+
+
+async def _started_apart(policy: HFPolicy, delay_s: float) -> None:
+    """A rollout's first turns: the second episode starts ``delay_s`` after the first one asked (its
+    environment still being set up, or the first one's prompt prefix holding the event loop)."""
+
+    async def episode(request: str, delay: float) -> None:
+        await asyncio.sleep(delay)
+        agent = policy.start(None, TOOLS)  # type: ignore[arg-type]
+        await agent.act([{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": request}])
+        agent.close()
+
+    await asyncio.gather(episode(REQUESTS[0], 0.0), episode(REQUESTS[1], delay_s))
+
+
+@pytest.mark.parametrize(("gather_s", "batches"), [(1.0, [2]), (0.0, [1, 1])])
+def test_a_rollouts_first_turn_waits_for_the_episodes_starting_after_it(
+    model_dir: Path, gather_s: float, batches: list[int]
+) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    config = HFPolicyConfig(temperature=0.0, max_new_tokens=4, gather_s=gather_s)
+    policy = HFPolicy(model, tokenizer, config)
+    asyncio.run(_started_apart(policy, 0.3))
+    assert policy.batches == batches  # with a window: not [1, 1], the first live episode alone
 
 
 def _assert_each_row_as_alone(model: Any, requests: list[GenerationRequest], sampling: Sampling) -> None:

@@ -147,7 +147,8 @@ class HFPolicy:
         self._pending: list[tuple[GenerationRequest, asyncio.Future[GenerationResult]]] = []
         self._worker: asyncio.Task[None] | None = None
         self._live = 0  # episodes started and not closed: the most turns that can still join a batch
-        self._closed_at = -math.inf  # when an episode last closed (time.monotonic)
+        self._changed_at = -math.inf  # when an episode last started or closed (time.monotonic)
+        self._joined_at = -math.inf  # when a turn last joined the waiting ones
         torch.manual_seed(config.seed)  # sampling draws from torch's global generator
         self.batches: list[int] = []  # sizes of the generated batches (throughput diagnostics)
         self.prefixes = PrefixCache()
@@ -194,6 +195,7 @@ class HFPolicy:
 
     def start(self, task: Task, tools: list[dict[str, Any]]) -> HFEpisode:
         self._live += 1
+        self._changed_at = time.monotonic()
         return HFEpisode(self, tools)
 
     def weights_changed(self) -> None:
@@ -224,6 +226,7 @@ class HFPolicy:
         """The continuation of ``request``, generated in a batch with any other waiting request."""
         future: asyncio.Future[GenerationResult] = asyncio.get_running_loop().create_future()
         self._pending.append((request, future))
+        self._joined_at = time.monotonic()
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._drain())
         return await future
@@ -233,18 +236,20 @@ class HFPolicy:
         and come back within milliseconds. Without the wait the next batch started with whoever was
         waiting already and the rest missed it: two cohorts alternated (a held-out evaluation of 120
         episodes: 17 batches of 1-31 turns, 701 decode steps; with it 8 batches of 24-32, 370 steps).
-        No wait once every live episode (started, not closed) has a turn waiting, unless an episode closed
-        within the window: new episodes are then taking the ended ones' places, and their first turns
-        come as their environments are set up (one-turn episodes: the first new turn started a batch
-        alone, then the other 31 waited for it)."""
+        The batch starts once no turn has joined for ``gather_s``, or it is full, or every live episode
+        (started, not closed) has a turn waiting and none started or closed for ``gather_s``: episodes
+        that start beside each other (a rollout's first turns, new episodes taking ended ones' places)
+        come as their environments are set up, and the first one's prompt prefix holds the event loop
+        while it is encoded. Without that wait a rollout's first turn went alone (16 episodes: a batch
+        of 1, then of 16; ``benchmarks/train.py``), and the other turns waited for it."""
         gather_s = self.config.gather_s
-        refilling = time.monotonic() - self._closed_at < gather_s
-        waiting = -1
-        while waiting != len(self._pending) and len(self._pending) < self.config.max_batch:
-            if len(self._pending) >= self._live and not refilling:
+        while len(self._pending) < self.config.max_batch:
+            now = time.monotonic()
+            if now - self._joined_at >= gather_s:
                 return
-            waiting = len(self._pending)
-            await asyncio.sleep(gather_s)
+            if len(self._pending) >= self._live and now - self._changed_at >= gather_s:
+                return
+            await asyncio.sleep(gather_s / 4)
 
     async def _drain(self) -> None:
         while self._pending:
@@ -292,7 +297,7 @@ class HFEpisode:
         if not self._closed:
             self._closed = True
             self.policy._live -= 1
-            self.policy._closed_at = time.monotonic()
+            self.policy._changed_at = time.monotonic()
 
     def _first_prompt(self, messages: list[dict[str, Any]]) -> TokenTrajectory:
         """The first prompt's tokens; its leading system message (with the tool list) comes from the
@@ -317,6 +322,7 @@ class HFEpisode:
         config, trajectory = self.policy.config, self._trajectory
         if trajectory is None:
             trajectory = self._trajectory = self._first_prompt(messages)
+            self.policy._changed_at = time.monotonic()  # encoding its prefix held the other episodes
         else:
             trajectory.extend(self.renderer.added(messages, self._seen, False, True), generated=False)
         context = trajectory.prompt_ids + trajectory.response_ids
