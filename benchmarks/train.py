@@ -2,7 +2,8 @@
 tokens/s per precision and fine-tuning mode on the same batch, rollout episodes/s with and without reused
 keys and values, and the environments' share of a GRPO step.
 
-Usage: python benchmarks/train.py [--tasks 4] [--n 4] [--sft-examples 16] [--model NAME_OR_DIR] [--bf16]
+Usage: python benchmarks/train.py [--tasks 4] [--n 4] [--sft-examples 16] [--repeats 3] [--model NAME_OR_DIR]
+[--bf16]
 
 Synthesizes level 1-2 tasks of two built-in environments (offline) and plays them with the ``reference``
 policy: their conversations are the SFT batch. Every variant (float32 full fine-tune, float32 LoRA r=16 on
@@ -13,10 +14,15 @@ same rollouts, with the main job's settings otherwise (``conf/trainer/local.yaml
 rarely calls a tool; ``--model`` a warm-started checkpoint (an ``arena evolve`` run's
 ``checkpoints/round0``) makes the rollouts multi-turn, as in training. Rollouts: ``tasks`` x ``n`` episodes
 through the real episode loop on a local pool, in the main job's precision (``auto``: bf16 where native),
-sampled with the same seed, once with the environment's
+as after a weight update (prompt prefixes and the bf16 copy built again), once with the environment's
 prompt prefix and each episode's earlier turns reused (``reuse_cache``) and once re-encoding the whole
-conversation every turn (the baseline). The env share is the time episodes spent waiting on tool calls over
-the GRPO step's wall time. The last line printed is one JSON object.
+conversation every turn (the baseline). The two sample with the same seed but do not play the same episodes
+(bf16 prefills of different shapes round differently, and one different draw changes an episode): one
+episode that takes two more turns adds two batches of one row to its rollout. So every variant runs
+``repeats`` times (rollouts with seeds 0, 1, ...; which goes first alternates) and the table gives the
+median and the spread; the JSON line the medians, and each rollout's seconds and turns. The env share is
+the time episodes spent waiting on tool calls over the GRPO step's wall time. The last line printed is one
+JSON object.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from arena.policies.precision import native_bf16  # noqa: E402
 from arena.policies.scripted import ReferencePolicy  # noqa: E402
 from arena.rollout.conversation import messages_of  # noqa: E402
 from arena.rollout.episode import SYSTEM_PROMPT, EpisodeConfig, run_episode, tool_specs  # noqa: E402
+from arena.rollout.records import EpisodeRecord  # noqa: E402
 from arena.runtime.pool import EnvPool, PoolConfig  # noqa: E402
 from benchmarks.stats import Row, print_table  # noqa: E402
 from task_synth.model import Task  # noqa: E402
@@ -72,6 +79,33 @@ def variants(bf16: bool) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+async def timed_rollout(
+    player: GRPOTrainer, pool: EnvPool, tasks: list[Task], episode: EpisodeConfig, reuse: bool, seed: int
+) -> tuple[list[EpisodeRecord], float]:
+    """One GRPO step's rollouts as the main job plays them after an update (the prompt prefixes and the
+    bf16 copy built again), with or without reused keys and values; the records and the wall seconds."""
+    player.policy.config = replace(player.policy.config, reuse_cache=reuse)
+    player.policy.weights_changed()
+    torch.manual_seed(seed)
+    started = time.perf_counter()
+    records = await player.rollout(pool, tasks, episode)
+    return records, time.perf_counter() - started
+
+
+def trained(model: str, config: Any, examples: list[SFTExample], batch: list[Any]) -> dict[str, float]:
+    """One SFT epoch on ``examples`` then one GRPO update on ``batch``, from the model's weights."""
+    trainer = GRPOTrainer(model, config)
+    sft = trainer.sft(examples)
+    started = time.perf_counter()
+    update = trainer.update(batch)
+    update_s = time.perf_counter() - started
+    return {
+        "sft_tokens_per_s": sft["tokens_per_s"],
+        "update_tokens_per_s": update["update_tokens"] / update_s,
+        "update_s": update_s,
+    }
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     model = resolve(args.model)
     bf16 = args.bf16 or native_bf16("cpu")
@@ -86,40 +120,33 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             t for env in ENVS for t in (await synthesize(pool, env, n=per_env, levels=[1, 2], seed=3)).tasks
         ]
         examples = [await reference_example(pool, task) for task in tasks][: args.sft_examples]
-        step_tasks = tasks[: args.tasks]
-        episode = EpisodeConfig(max_turns=4)
-        rollouts: dict[str, Any] = {}
+        episode, step_tasks = EpisodeConfig(max_turns=4), tasks[: args.tasks]
         player = GRPOTrainer(model, replace(base, precision=main_job.precision))  # as the main job plays
-        for reuse in (True, False):
-            player.policy.config = replace(player.policy.config, reuse_cache=reuse)
-            torch.manual_seed(0)  # the same sampling draws for both
-            started = time.perf_counter()
-            records = await player.rollout(pool, step_tasks, episode)
-            rollouts[str(reuse)] = (records, time.perf_counter() - started)
-        records, rollout_s = rollouts["True"]
+        rates: dict[bool, list[float]] = {True: [], False: []}
+        played: dict[bool, list[tuple[list[EpisodeRecord], float]]] = {True: [], False: []}
+        for repeat in range(args.repeats):  # seed r for both; which goes first alternates
+            for reuse in (True, False) if repeat % 2 == 0 else (False, True):
+                records, seconds = await timed_rollout(player, pool, step_tasks, episode, reuse, repeat)
+                played[reuse].append((records, seconds))
+                rates[reuse].append(len(records) / seconds)
+        records, rollout_s = played[True][0]
         batch, _ = scored_rollouts(records)
-        results = {}
-        for name, fields in variants(bf16):
-            trainer = GRPOTrainer(model, replace(base, **fields))
-            sft = trainer.sft(examples)
-            started = time.perf_counter()
-            update = trainer.update(batch)
-            update_s = time.perf_counter() - started
-            results[name] = {
-                "sft_tokens_per_s": sft["tokens_per_s"],
-                "update_tokens_per_s": update["update_tokens"] / update_s if update_s else None,
-                "update_s": update_s,
-            }
-            del trainer
-    cached = len(records) / rollout_s
-    plain = len(rollouts["False"][0]) / rollouts["False"][1]
-    full = results["fp32 full"]
-    step_s = rollout_s + full["update_s"]
-    env_share = sum(sum(t.tool_wait_s for t in r.turns) for r in records) / step_s
+        results = {
+            name: [trained(model, replace(base, **fields), examples, batch) for _ in range(args.repeats)]
+            for name, fields in variants(bf16)
+        }
+    cached, plain = statistics.median(rates[True]), statistics.median(rates[False])
+    median = {
+        name: {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+        for name, runs in results.items()
+    }
+    env_share = sum(sum(t.tool_wait_s for t in r.turns) for r in records) / (
+        rollout_s + median["fp32 full"]["update_s"]
+    )
     rows = [
-        Row(
+        Row.from_samples(
             "rollout episodes/s (reused KV)",
-            cached,
+            rates[True],
             unit="ep/s",
             target=">= 2x",
             lower_is_better=False,
@@ -127,43 +154,42 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             baseline=plain,
         ),
     ]
-    for name, figures in results.items():
-        rows.append(
-            Row(
-                f"SFT tokens/s, {name}",
-                figures["sft_tokens_per_s"],
-                unit="tok/s",
-                lower_is_better=False,
-                baseline_name="fp32 full",
-                baseline=full["sft_tokens_per_s"],
-                target=">= 2x" if name == "bf16 LoRA" else "",
+    for name, runs in results.items():
+        for key, label in (("sft_tokens_per_s", "SFT"), ("update_tokens_per_s", "GRPO update")):
+            rows.append(
+                Row.from_samples(
+                    f"{label} tokens/s, {name}",
+                    [run[key] for run in runs],
+                    unit="tok/s",
+                    lower_is_better=False,
+                    baseline_name="fp32 full",
+                    baseline=median["fp32 full"][key],
+                    target=">= 2x" if name == "bf16 LoRA" and label == "SFT" else "",
+                )
             )
-        )
-        rows.append(
-            Row(
-                f"GRPO update tokens/s, {name}",
-                figures["update_tokens_per_s"],
-                unit="tok/s",
-                lower_is_better=False,
-                baseline_name="fp32 full",
-                baseline=full["update_tokens_per_s"],
-            )
-        )
     rows.append(Row("env share of a GRPO step", env_share, unit="share"))
     print_table(
         f"local trainer on {Path(model).name}: {args.tasks} tasks x {args.n} rollouts, "
-        f"{len(examples)} SFT conversations",
+        f"{len(examples)} SFT conversations, median of {args.repeats} runs",
         rows,
     )
     return {
         "model": Path(model).name,
         "native_bf16": native_bf16("cpu"),
+        "repeats": args.repeats,
         "rollout_episodes_per_s": round(cached, 3),
         "rollout_episodes_per_s_no_reuse": round(plain, 3),
         "rollout_speedup": round(cached / plain, 2),
+        "rollout_runs": {
+            "reused" if reuse else "re-encoded": [
+                {"seconds": round(seconds, 2), "turns": sum(len(r.turns) for r in recs)}
+                for recs, seconds in runs
+            ]
+            for reuse, runs in played.items()
+        },
         "rollout_precision": main_job.precision,
-        "sft_tokens_per_s": {k: round(v["sft_tokens_per_s"], 1) for k, v in results.items()},
-        "update_tokens_per_s": {k: round(v["update_tokens_per_s"] or 0, 1) for k, v in results.items()},
+        "sft_tokens_per_s": {k: round(v["sft_tokens_per_s"], 1) for k, v in median.items()},
+        "update_tokens_per_s": {k: round(v["update_tokens_per_s"], 1) for k, v in median.items()},
         "env_share_of_grpo_step": round(env_share, 4),
         "rollout_success": round(statistics.mean(r.reward for r in batch), 3) if batch else 0.0,
     }
@@ -176,6 +202,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=4, help="tasks per GRPO step")
     parser.add_argument("--n", type=int, default=4, help="rollouts per task")
     parser.add_argument("--sft-examples", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each rollout and training variant")
     parser.add_argument("--model", default="smollm2-135m", help="a catalog name or a Hugging Face folder")
     parser.add_argument("--bf16", action="store_true", help="also bf16 where the processor lacks native bf16")
     print(json.dumps(asyncio.run(run(parser.parse_args()))))
