@@ -130,22 +130,12 @@ async def _staggered(policy: HFPolicy, delay_s: float) -> None:
     await asyncio.gather(turn(first, REQUESTS[0], 0.0), turn(second, REQUESTS[1], delay_s))
 
 
-@pytest.mark.parametrize(("gather_s", "batches"), [(1.0, [2]), (0.0, [1, 1])])
-def test_a_turn_arriving_within_the_gather_window_joins_the_batch(
-    model_dir: Path, gather_s: float, batches: list[int]
-) -> None:
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    config = HFPolicyConfig(temperature=0.0, max_new_tokens=4, gather_s=gather_s)
-    policy = HFPolicy(model, tokenizer, config)
-    asyncio.run(_staggered(policy, 0.3))
-    assert policy.batches == batches
-
-
-async def _refilled(policy: HFPolicy, delay_s: float) -> None:
-    """An episode ends; two new ones take its place, the second one's first turn ``delay_s`` later (as
-    its environment is still being set up)."""
-    policy.start(None, TOOLS).close()  # type: ignore[arg-type]
+async def _started_apart(policy: HFPolicy, delay_s: float, after_one_ended: bool = False) -> None:
+    """A rollout's first turns: the second episode starts ``delay_s`` after the first one asked (its
+    environment still being set up, or the first one's prompt prefix holding the event loop); with
+    ``after_one_ended``, two new episodes taking an ended one's place."""
+    if after_one_ended:
+        policy.start(None, TOOLS).close()  # type: ignore[arg-type]
 
     async def episode(request: str, delay: float) -> None:
         await asyncio.sleep(delay)
@@ -156,18 +146,31 @@ async def _refilled(policy: HFPolicy, delay_s: float) -> None:
     await asyncio.gather(episode(REQUESTS[0], 0.0), episode(REQUESTS[1], delay_s))
 
 
-def test_a_new_episodes_first_turn_waits_for_the_episodes_starting_beside_it(model_dir: Path) -> None:
+def _gathering_policy(model_dir: Path, gather_s: float) -> HFPolicy:
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)
-    policy = HFPolicy(model, tokenizer, HFPolicyConfig(temperature=0.0, max_new_tokens=4, gather_s=1.0))
-    asyncio.run(_refilled(policy, 0.3))
-    assert policy.batches == [2]  # not [1, 1]: the lone live episode did not start a batch alone
+    return HFPolicy(model, tokenizer, HFPolicyConfig(temperature=0.0, max_new_tokens=4, gather_s=gather_s))
+
+
+@pytest.mark.parametrize("scenario", ["staggered", "started_apart", "refilled"])
+@pytest.mark.parametrize(("gather_s", "batches"), [(1.0, [2]), (0.0, [1, 1])])
+def test_a_turn_arriving_within_the_gather_window_joins_the_batch(
+    model_dir: Path, scenario: str, gather_s: float, batches: list[int]
+) -> None:
+    """Both live episodes' first turns, the second 0.3 s later; a rollout's first turns, the second
+    episode starting 0.3 s after the first one asked; the same as new episodes take an ended one's
+    place. With a window: not [1, 1] (the first turn, its episode the one live, alone)."""
+    policy = _gathering_policy(model_dir, gather_s)
+    asyncio.run(
+        _staggered(policy, 0.3)
+        if scenario == "staggered"
+        else _started_apart(policy, 0.3, scenario == "refilled")
+    )
+    assert policy.batches == batches
 
 
 def test_no_wait_for_turns_once_every_live_episode_is_waiting(model_dir: Path) -> None:
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    policy = HFPolicy(model, tokenizer, HFPolicyConfig(temperature=0.0, max_new_tokens=4, gather_s=30.0))
+    policy = _gathering_policy(model_dir, 30.0)
     episode = policy.start(None, TOOLS)  # type: ignore[arg-type]
     messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": REQUESTS[0]}]
     asyncio.run(episode.act(messages))  # its first turn waits a window: others may be starting beside it
@@ -179,31 +182,6 @@ def test_no_wait_for_turns_once_every_live_episode_is_waiting(model_dir: Path) -
     episode.close()
     episode.close()  # closing twice counts once
     assert policy._live == 0
-
-
-async def _started_apart(policy: HFPolicy, delay_s: float) -> None:
-    """A rollout's first turns: the second episode starts ``delay_s`` after the first one asked (its
-    environment still being set up, or the first one's prompt prefix holding the event loop)."""
-
-    async def episode(request: str, delay: float) -> None:
-        await asyncio.sleep(delay)
-        agent = policy.start(None, TOOLS)  # type: ignore[arg-type]
-        await agent.act([{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": request}])
-        agent.close()
-
-    await asyncio.gather(episode(REQUESTS[0], 0.0), episode(REQUESTS[1], delay_s))
-
-
-@pytest.mark.parametrize(("gather_s", "batches"), [(1.0, [2]), (0.0, [1, 1])])
-def test_a_rollouts_first_turn_waits_for_the_episodes_starting_after_it(
-    model_dir: Path, gather_s: float, batches: list[int]
-) -> None:
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    config = HFPolicyConfig(temperature=0.0, max_new_tokens=4, gather_s=gather_s)
-    policy = HFPolicy(model, tokenizer, config)
-    asyncio.run(_started_apart(policy, 0.3))
-    assert policy.batches == batches  # with a window: not [1, 1], the first live episode alone
 
 
 def _assert_each_row_as_alone(model: Any, requests: list[GenerationRequest], sampling: Sampling) -> None:

@@ -40,7 +40,7 @@ class HFPolicyConfig:
     """Where the model is, where it runs, and how it samples. ``temperature`` 0 is greedy; a conversation
     longer than ``context_limit`` tokens is refused; at most ``max_batch`` turns are generated together,
     a batch starting once no turn has joined it for ``gather_s`` seconds, or it is full, or every live
-    episode has a turn waiting.
+    episode has a turn waiting and none started or closed within ``gather_s``.
     ``precision`` is ``bf16`` (autocast) or ``fp32`` (``arena.policies.precision`` resolves ``auto``);
     ``reuse_cache`` keeps each episode's keys and values between its turns and each environment's prompt
     prefix across episodes; ``tool_result_chars`` is how much of each tool result the chat template shows
