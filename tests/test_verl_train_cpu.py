@@ -148,10 +148,12 @@ def test_arena_train_runs_grpo_on_cpu_and_resumes(tmp_path: Path) -> None:
     assert list(logged) == [2, 3]  # step 1 was not trained again
     # step 2: the replica generated with the resumed weights (synced at start), not with model.path's;
     # step 3: with step 2's update (synced by verl's checkpoint engine after it). Either way its log-probs
-    # match the actor's far more closely than one step moves the model.
+    # match the actor's far more closely than one step moves the model (synced: log-ppl differences of
+    # 0.0007-0.0052 measured, against a step's movement of 0.022-0.047; the bf16 replica's rounding on
+    # the episodes sampled decides where in that range, so the bound leaves it room).
     for step in (2, 3):
         assert logged[step]["training/rollout_probs_diff_mean"] < 1e-2
-        assert logged[step]["rollout_corr/log_ppl_abs_diff"] < 0.1 * moved, (step, float(moved))
+        assert logged[step]["rollout_corr/log_ppl_abs_diff"] < max(0.25 * moved, 0.01), (step, float(moved))
     export3 = tmp_path / "ckpt" / "global_step_3" / "actor" / "huggingface"
     later = answer_log_probs(export3, messages, tools) - answer_log_probs(export1, messages, tools)
     assert later.abs().mean() > 0  # steps 2 and 3 trained on
