@@ -122,19 +122,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         examples = [await reference_example(pool, task) for task in tasks][: args.sft_examples]
         episode, step_tasks = EpisodeConfig(max_turns=4), tasks[: args.tasks]
         player = GRPOTrainer(model, replace(base, precision=main_job.precision))  # as the main job plays
-        rates: dict[bool, list[float]] = {True: [], False: []}
         played: dict[bool, list[tuple[list[EpisodeRecord], float]]] = {True: [], False: []}
         for repeat in range(args.repeats):  # seed r for both; which goes first alternates
             for reuse in (True, False) if repeat % 2 == 0 else (False, True):
-                records, seconds = await timed_rollout(player, pool, step_tasks, episode, reuse, repeat)
-                played[reuse].append((records, seconds))
-                rates[reuse].append(len(records) / seconds)
+                played[reuse].append(await timed_rollout(player, pool, step_tasks, episode, reuse, repeat))
         records, rollout_s = played[True][0]
         batch, _ = scored_rollouts(records)
         results = {
             name: [trained(model, replace(base, **fields), examples, batch) for _ in range(args.repeats)]
             for name, fields in variants(bf16)
         }
+    rates = {reuse: [len(recs) / seconds for recs, seconds in runs] for reuse, runs in played.items()}
     cached, plain = statistics.median(rates[True]), statistics.median(rates[False])
     median = {
         name: {key: statistics.median(run[key] for run in runs) for key in runs[0]}
