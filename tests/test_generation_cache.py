@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -182,6 +183,38 @@ def test_no_wait_for_turns_once_every_live_episode_is_waiting(model_dir: Path) -
     episode.close()
     episode.close()  # closing twice counts once
     assert policy._live == 0
+
+
+def test_generation_runs_on_the_event_loop_thread_and_lets_the_loop_run_between_passes(
+    model_dir: Path,
+) -> None:
+    """Every forward pass of a generation on the event loop's thread (a second thread running torch
+    kernels makes OpenMP throttle both: ``HFPolicy._generated``), and other coroutines run between the
+    passes, not after the whole generation."""
+    policy = _gathering_policy(model_dir, 0.0)
+    threads: set[int] = set()
+    passes: list[int] = []
+
+    def record(*_: Any) -> None:
+        threads.add(threading.get_ident())
+        passes.append(0)
+
+    policy.model.register_forward_pre_hook(record)
+
+    async def play() -> list[int]:
+        ticks: list[int] = []  # how many passes had run at each tick of a concurrent coroutine
+        episode = policy.start(None, TOOLS)  # type: ignore[arg-type]
+        messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": REQUESTS[0]}]
+        turn = asyncio.create_task(episode.act(messages))
+        while not turn.done():
+            ticks.append(len(passes))
+            await asyncio.sleep(0)
+        await turn
+        return ticks
+
+    ticks = asyncio.run(play())
+    assert threads == {threading.get_ident()}
+    assert len(passes) > 2 and len({tick for tick in ticks if 0 < tick < len(passes)}) >= 2
 
 
 def _assert_each_row_as_alone(model: Any, requests: list[GenerationRequest], sampling: Sampling) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -218,7 +218,6 @@ COMPACT_MIN_STEPS = 8
 """... and the rows left may still generate this many tokens (a compaction copies their caches once)."""
 
 
-@torch.inference_mode()
 def generate(
     model: PreTrainedModel,
     requests: Sequence[GenerationRequest],
@@ -226,7 +225,8 @@ def generate(
     precision: AbstractContextManager | None = None,
     drop_finished: bool = True,
 ) -> list[GenerationResult]:
-    """Sample a continuation of every request, together, reusing each request's cache.
+    """Sample a continuation of every request, together, reusing each request's cache (all of
+    ``generation_steps`` at once).
 
     Requests of similar numbers of new tokens are prefilled together (``_prefill_groups``: rows of a batch
     differ in length by hundreds of tokens, a tool result against a generation prompt, and padding them
@@ -238,6 +238,25 @@ def generate(
     baseline). ``precision`` is the prefill's, and the decode steps' where the model's linear weights are
     in its dtype already or on a GPU (``decode_context``; float32 otherwise). Requests with a ``prefix``
     need a model that attends with ``sdpa_gqa``."""
+    steps = generation_steps(model, requests, sampling, precision, drop_finished)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+@torch.inference_mode()
+def generation_steps(
+    model: PreTrainedModel,
+    requests: Sequence[GenerationRequest],
+    sampling: Sampling,
+    precision: AbstractContextManager | None = None,
+    drop_finished: bool = True,
+) -> Generator[None, None, list[GenerationResult]]:
+    """``generate`` one forward pass at a time: it yields after each prefill group and each decode step,
+    so its caller can do other work in between on the same thread (``HFPolicy`` serves its event loop),
+    and returns the results."""
     if any(r.prefix is not None for r in requests) and not supports_shared_prefixes(model):
         raise ValueError("requests with a shared prefix need a model loaded with sdpa_gqa attention")
     device = next(model.parameters()).device
@@ -248,6 +267,7 @@ def generate(
         rows = _prefill(model, [requests[index] for index in group], layers, device, precision)
         for index, row in zip(group, rows, strict=True):
             prefilled[index] = row
+        yield
     lengths = [kv_length(cache) for cache, _ in prefilled]
     width, longest = max(lengths), max(r.max_new_tokens for r in requests)
     mask = torch.zeros((len(requests), width), dtype=torch.long)
@@ -309,6 +329,7 @@ def generate(
             )
         logits = out.logits[:, -1].float()
         positions = positions + 1
+        yield
     return [result for result in results if result is not None]
 
 
