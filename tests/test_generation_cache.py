@@ -8,6 +8,7 @@ import json
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -55,9 +56,10 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny(tmp_path_factory.mktemp("tiny"), corpus, SIZE, seed=3)
 
 
-async def _play(policy: HFPolicy, request: str, turns: int) -> TokenTrajectory:
-    """``turns`` turns of one episode, each answered by the same tool result, whatever was generated."""
-    episode = policy.start(None, TOOLS)  # type: ignore[arg-type]
+async def _play(policy: HFPolicy, request: str, turns: int, task_id: str | None = None) -> TokenTrajectory:
+    """``turns`` turns of one episode (of a task with ``task_id``), each answered by the same tool
+    result, whatever was generated."""
+    episode = policy.start(SimpleNamespace(id=task_id) if task_id else None, TOOLS)  # type: ignore[arg-type]
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": request},
@@ -105,6 +107,32 @@ def test_greedy_turns_are_the_same_with_and_without_reused_keys_and_values(
         assert cached.response_ids == plain.response_ids and cached.response_mask == plain.response_mask
         gaps = [abs(x - y) for x, y in zip(cached.response_logprobs, plain.response_logprobs, strict=True)]
         assert max(gaps) < 1e-4
+
+
+def test_a_sampled_episode_draws_the_same_alone_as_beside_other_episodes(model_dir: Path) -> None:
+    """At temperature 1 each episode samples from its own stream (the policy's seed, its task, how many
+    episodes of the task came before): alone, or started last in batches with two other episodes, it
+    generates the same tokens; another seed generates others."""
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = load_causal_lm(model_dir)
+
+    def policy(seed: int) -> HFPolicy:
+        config = HFPolicyConfig(temperature=1.0, max_new_tokens=12, max_batch=8, seed=seed)
+        return HFPolicy(model, tokenizer, config)
+
+    async def beside_others(player: HFPolicy) -> list[TokenTrajectory]:
+        plays = [_play(player, request, 3, task) for request, task in zip(REQUESTS, "acb", strict=True)]
+        return list(await asyncio.gather(*plays))
+
+    alone = asyncio.run(_play(policy(5), REQUESTS[2], 3, "b"))
+    player = policy(5)
+    together = asyncio.run(beside_others(player))[2]
+    assert max(player.batches) == 3
+    assert together.response_ids == alone.response_ids
+    gaps = [abs(x - y) for x, y in zip(together.response_logprobs, alone.response_logprobs, strict=True)]
+    assert max(gaps) < 1e-4
+    others = [asyncio.run(_play(policy(seed), REQUESTS[2], 3, "b")).response_ids for seed in (6, 7)]
+    assert any(ids != alone.response_ids for ids in others)
 
 
 def test_weights_changed_drops_cached_prefixes(model_dir: Path) -> None:

@@ -43,12 +43,14 @@ class GenerationRequest:
     """Continue a sequence: ``tokens`` not seen yet, after the ``cache`` of everything before them; or
     after a ``prefix`` other requests share (the same tensors: an environment's prompt prefix), then
     ``cache``. A decode batch reads each shared prefix once for all its rows (``SharedPrefixes``; the
-    model must attend with ``sdpa_gqa``)."""
+    model must attend with ``sdpa_gqa``). Sampling draws from ``generator`` (an episode's own stream: what
+    it samples does not depend on the rows beside it), or from torch's global generator."""
 
     tokens: list[int]
     cache: KV | None
     max_new_tokens: int
     prefix: KV | None = None
+    generator: torch.Generator | None = None
 
     @property
     def fed(self) -> int:
@@ -292,7 +294,7 @@ def generation_steps(
         results[request] = GenerationResult(ids[request], logprobs[request], stopped, cache)
 
     while True:
-        token, chosen = draw(logits)
+        token, chosen = draw(logits, [requests[request].generator for request in rows])
         ended = []
         for request, new_id, score in zip(rows, token.tolist(), chosen.tolist(), strict=True):
             if not _ended(ids[request], requests[request], sampling):  # a row left in the batch: padding
@@ -378,16 +380,19 @@ def _ended(ids: list[int], request: GenerationRequest, sampling: Sampling) -> bo
 
 def _sampler(
     sampling: Sampling, device: torch.device
-) -> Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
-    """Draw each row's next token from its logits: the token and its log-prob (at the temperature)."""
+) -> Callable[[torch.Tensor, list[torch.Generator | None]], tuple[torch.Tensor, torch.Tensor]]:
+    """Draw each row's next token from its logits, from the row's generator (None: torch's global one):
+    the token and its log-prob (at the temperature)."""
     warp = TopPLogitsWarper(sampling.top_p) if sampling.temperature > 0 and sampling.top_p < 1 else None
 
-    def draw(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def draw(
+        logits: torch.Tensor, generators: list[torch.Generator | None]
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         if sampling.temperature > 0:
             scaled = logits / sampling.temperature
             no_ids = torch.empty((scaled.shape[0], 0), dtype=torch.long, device=device)  # read by no warper
             probs = torch.softmax(warp(no_ids, scaled) if warp else scaled, dim=-1)
-            token = draw_categorical(probs)
+            token = draw_categorical(probs, row_uniforms(generators, device))
         else:
             scaled = logits
             token = scaled.argmax(-1)
@@ -396,14 +401,21 @@ def _sampler(
     return draw
 
 
-def draw_categorical(probs: torch.Tensor) -> torch.Tensor:
+def row_uniforms(generators: list[torch.Generator | None], device: torch.device) -> torch.Tensor:
+    """One uniform draw in [0, 1) per row, float64, from the row's generator (None: torch's global one)."""
+    return torch.stack([torch.rand((), dtype=torch.float64, generator=g, device=device) for g in generators])
+
+
+def draw_categorical(probs: torch.Tensor, uniforms: torch.Tensor | None = None) -> torch.Tensor:
     """One index per row of ``probs`` (rows summing to 1, or to any positive total), drawn with those
-    probabilities by inverting each row's cumulative sum at one uniform draw. ``torch.multinomial`` draws
-    one exponential variate per entry instead: 11.5 ms of a 66 ms decode step of 16 rows over SmolLM2's
-    49,152-token vocabulary (2 cores). Entries of probability 0 are never drawn."""
+    probabilities by inverting each row's cumulative sum at one uniform draw (``uniforms``, one a row;
+    None: drawn from torch's global generator). ``torch.multinomial`` draws one exponential variate per
+    entry instead: 11.5 ms of a 66 ms decode step of 16 rows over SmolLM2's 49,152-token vocabulary
+    (2 cores). Entries of probability 0 are never drawn."""
     cumulative = probs.cumsum(-1, dtype=torch.float64)
-    uniform = torch.rand((probs.shape[0], 1), dtype=torch.float64, device=probs.device)
-    index = torch.searchsorted(cumulative, uniform * cumulative[:, -1:], right=True)
+    if uniforms is None:
+        uniforms = torch.rand(probs.shape[0], dtype=torch.float64, device=probs.device)
+    index = torch.searchsorted(cumulative, uniforms[:, None] * cumulative[:, -1:], right=True)
     return index.clamp_(max=probs.shape[-1] - 1).squeeze(-1)
 
 

@@ -14,9 +14,11 @@ that arrive while the model is busy are generated together as one batch
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import math
 import time
+from collections import Counter
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -155,7 +157,7 @@ class HFPolicy:
         self._live = 0  # episodes started and not closed: the most turns that can still join a batch
         self._changed_at = -math.inf  # when an episode last started or closed (time.monotonic)
         self._joined_at = -math.inf  # when a turn last joined the waiting ones
-        torch.manual_seed(config.seed)  # sampling draws from torch's global generator
+        self._started: Counter[str] = Counter()  # episodes started per task: each has its own stream
         self.batches: list[int] = []  # sizes of the generated batches (throughput diagnostics)
         self.prefixes = PrefixCache()
         self.shares_prefixes = supports_shared_prefixes(model)  # decode reads each prefix once a batch
@@ -198,10 +200,18 @@ class HFPolicy:
         )
         return cls.load(config)
 
-    def start(self, task: Task, tools: list[dict[str, Any]]) -> HFEpisode:
+    def start(self, task: Task | None, tools: list[dict[str, Any]]) -> HFEpisode:
+        """An episode of ``task``, sampling from its own random stream, seeded by the policy's seed, the
+        task and how many of its episodes this policy started before: what an episode draws does not
+        depend on which others share its batches (the concurrency, the order tool calls come back in)."""
         self._live += 1
         self._changed_at = time.monotonic()
-        return HFEpisode(self, tools)
+        task_id = task.id if task is not None else ""
+        self._started[task_id] += 1
+        key = f"{self.config.seed}:{task_id}:{self._started[task_id]}".encode()
+        generator = torch.Generator(device=self.config.device)
+        generator.manual_seed(int.from_bytes(hashlib.sha256(key).digest()[:8], "little"))
+        return HFEpisode(self, tools, generator)
 
     def weights_changed(self) -> None:
         """Forget cached prompt prefixes and the inference copy: they hold the old weights."""
@@ -281,8 +291,7 @@ class HFPolicy:
         keeps a team of threads for every thread that runs its kernels, and once two teams exist (this
         process trains on its main thread) libgomp has more threads than cores and stops spinning between
         parallel regions, so every kernel waits for its threads to wake: a decode step of one row took 45
-        instead of 27 ms, a 16-row generation 4.5 instead of 3.0 s, and SFT after an evaluation slowed too
-        (2 cores, torch 2.13)."""
+        instead of 27 ms, a 16-row generation 4.5 instead of 3.0 s (2 cores, torch 2.13)."""
         steps = generation_steps(self.inference_model(), requests, self.sampling, self._precision())
         while True:
             try:
@@ -299,8 +308,9 @@ class HFPolicy:
 class HFEpisode:
     """One episode's token buffer, the cache of the tokens the model has seen, and its turn count."""
 
-    def __init__(self, policy: HFPolicy, tools: list[dict[str, Any]]) -> None:
+    def __init__(self, policy: HFPolicy, tools: list[dict[str, Any]], generator: torch.Generator) -> None:
         self.policy = policy
+        self.generator = generator
         self.renderer = ChatRenderer(policy.tokenizer, tools, policy.config.tool_result_chars)
         self._trajectory: TokenTrajectory | None = None
         self._seen = 0  # messages already in the buffer (the last one: this policy's own turn)
@@ -349,7 +359,9 @@ class HFEpisode:
                 f"the conversation has {len(context)} tokens; the context limit is {config.context_limit}"
             )
         generated = await self.policy.generate(
-            GenerationRequest(context[self._cached :], self._cache, budget, prefix=self._prefix)
+            GenerationRequest(
+                context[self._cached :], self._cache, budget, prefix=self._prefix, generator=self.generator
+            )
         )
         if config.reuse_cache:
             self._cache, self._cached = generated.cache, len(context) + len(generated.ids) - 1
