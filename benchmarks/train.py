@@ -20,11 +20,12 @@ rarely calls a tool; ``--model`` a warm-started checkpoint (an ``arena evolve`` 
 through the real episode loop on a local pool, in the main job's precision (``auto``: bf16 where native),
 as after a weight update (prompt prefixes and the bf16 copy built again), once with the environment's
 prompt prefix and each episode's earlier turns reused (``reuse_cache``) and once re-encoding the whole
-conversation every turn (the baseline). Each episode samples from its own stream (``HFPolicy.start``), so
-the two play the same episodes, token for token but where bf16 prefills of different shapes round a
-probability across a draw (the JSON line gives each rollout's turns). Every variant runs ``repeats`` times
-(rollouts with seeds 0, 1, ...; which goes first alternates) and the table gives the median and the
-spread; the JSON line the medians, and each rollout's seconds and turns. The env share is
+conversation every turn (the baseline). Each episode samples from its own stream (``HFPolicy.start``), the
+same in both; bf16 prefills of different shapes round the probabilities differently, so a draw near a
+boundary may fall the other way and the episode goes its own way from there (of 16 episodes, 5-8 were the
+same token for token, 14-16 took as many turns; the JSON line gives each rollout's turns). Every variant
+runs ``repeats`` times (rollouts with seeds 0, 1, ...; which goes first alternates) and the table gives the
+median and the spread; the JSON line the medians, and each rollout's seconds and turns. The env share is
 the time episodes spent waiting on tool calls over the GRPO step's wall time. The last line printed is one
 JSON object.
 """
