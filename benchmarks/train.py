@@ -74,8 +74,9 @@ async def reference_example(pool: EnvPool, task: Task) -> SFTExample:
     return SFTExample(messages_of(record, SYSTEM_PROMPT), tools)
 
 
-TOP = "top 10"
-"""The main job's scope (``train_top_layers: 10``): the suffix of the variants trained only there."""
+def scope_name(top_layers: int) -> str:
+    """The suffix of the variants trained in the main job's scope, its top ``top_layers`` layers."""
+    return f"top {top_layers}"
 
 
 def variants(bf16: bool, top_layers: int) -> list[tuple[str, dict[str, Any]]]:
@@ -93,7 +94,7 @@ def variants(bf16: bool, top_layers: int) -> list[tuple[str, dict[str, Any]]]:
         ]
     whole = [(name, {**fields, "train_top_layers": 0}) for name, fields in modes]
     scoped = [
-        (f"{name}, {TOP}", {**fields, "train_top_layers": top_layers})
+        (f"{name}, {scope_name(top_layers)}", {**fields, "train_top_layers": top_layers})
         for name, fields in modes
         if name in ("fp32 full", "bf16 LoRA")
     ]
@@ -153,6 +154,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             name: [trained(model, replace(base, **fields), examples, batch) for _ in range(args.repeats)]
             for name, fields in variants(bf16, main_job.train_top_layers)
         }
+    scope = scope_name(main_job.train_top_layers)
     rates = {reuse: [len(recs) / seconds for recs, seconds in runs] for reuse, runs in played.items()}
     cached, plain = statistics.median(rates[True]), statistics.median(rates[False])
     median = {
@@ -160,7 +162,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         for name, runs in results.items()
     }
     env_share = sum(sum(t.tool_wait_s for t in r.turns) for r in records) / (
-        rollout_s + median[f"fp32 full, {TOP}"]["update_s"]
+        rollout_s + median[f"fp32 full, {scope}"]["update_s"]
     )
     rows = [
         Row.from_samples(
@@ -174,7 +176,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         ),
     ]
     for name, runs in results.items():
-        baseline = f"fp32 full, {TOP}" if name.endswith(TOP) else "fp32 full"
+        baseline = f"fp32 full, {scope}" if name.endswith(scope) else "fp32 full"
         for key, label in (("sft_tokens_per_s", "SFT"), ("update_tokens_per_s", "GRPO update")):
             rows.append(
                 Row.from_samples(
